@@ -1,0 +1,26 @@
+# Two entry points (see README.md):
+#   make test   installs the package with its dev extras and runs the test suite
+#   make demo   the main job: trains Multi30k EN->DE, averages, decodes with beam 4 and scores BLEU
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: venv install test test-all demo lint
+
+venv:
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0 || $(PY) -m pip install -q torch
+
+install: venv
+	$(PY) -m pip install -q -e ".[dev]"
+
+# Default test run: everything except GPU tests (slow real-data tests included, about N minutes on 2 CPU cores).
+test: install
+	$(PY) -m pytest -q -m "not gpu" tests
+
+lint: install
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+
+demo: install
+	bash scripts/quickstart.sh

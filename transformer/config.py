@@ -1,0 +1,342 @@
+"""Typed configuration: the model, data, train and decode sections of a YAML config.
+
+Each section is a frozen dataclass whose defaults are the paper's (Vaswani et al., 2017) base
+model and training recipe; `load_config` maps a YAML file plus dotted command-line overrides
+(`train.max_steps=1000`) onto them, checking every key and type (torchtune-style).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Hyper-parameters of the Transformer (section 3; Table 3 of the paper).
+
+    Defaults are the base model: d_model 512, d_ff 2048, 8 heads, 6 encoder and 6 decoder layers,
+    residual dropout 0.1 (section 5.4), no attention or ReLU dropout, post-norm (section 3.1),
+    source embedding = target embedding = pre-softmax projection (section 3.4).
+
+    Args:
+        vocab_size: Size of the (shared) vocabulary; the source vocabulary when
+            `share_embeddings` is False.
+        tgt_vocab_size: Target vocabulary size when `share_embeddings` is False; None means
+            the same as `vocab_size`. Must be None or equal to `vocab_size` when shared.
+        d_model: Model width D (section 3).
+        d_ff: Inner width F of the position-wise feed-forward network (equation 2).
+        n_heads: Number of attention heads H; d_k = d_v = d_model / n_heads (section 3.2.2).
+        n_encoder_layers: Encoder layers N (section 3.1).
+        n_decoder_layers: Decoder layers N (section 3.1).
+        dropout: Residual dropout P_drop on each sub-layer output and on embeddings +
+            positional encodings (section 5.4).
+        attention_dropout: Dropout on attention weights (0 in the paper).
+        activation_dropout: Dropout after the ReLU of the feed-forward network (0 in the paper).
+        norm_first: Pre-norm (LayerNorm before each sub-layer, final LayerNorm per stack)
+            instead of the paper's post-norm.
+        share_embeddings: Tie source embedding, target embedding and output projection.
+        max_positions: Size of the precomputed sinusoidal table; longer inputs are computed
+            on the fly, so this only bounds the decoder's maximum output length hint.
+        layer_norm_eps: Epsilon of every LayerNorm.
+        attention_kernel: "sdpa" (torch.nn.functional.scaled_dot_product_attention) or "math"
+            (the written-out softmax(QK^T / sqrt(d_k)) V of equation 1).
+        pad_id, unk_id, bos_id, eos_id: Special token ids (match the SentencePiece model).
+
+    Raises:
+        ValueError: when a value is out of range, naming it.
+    """
+
+    vocab_size: int = 37000
+    tgt_vocab_size: int | None = None
+    d_model: int = 512
+    d_ff: int = 2048
+    n_heads: int = 8
+    n_encoder_layers: int = 6
+    n_decoder_layers: int = 6
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
+    norm_first: bool = False
+    share_embeddings: bool = True
+    max_positions: int = 1024
+    layer_norm_eps: float = 1e-5
+    attention_kernel: str = "sdpa"
+    pad_id: int = 0
+    unk_id: int = 1
+    bos_id: int = 2
+    eos_id: int = 3
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "d_model", "d_ff", "n_heads", "max_positions"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} ({getattr(self, name)}) must be at least 1")
+        for name in ("n_encoder_layers", "n_decoder_layers"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} ({getattr(self, name)}) must be at least 1")
+        if self.d_model % self.n_heads != 0:
+            raise ValueError(
+                f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
+            )
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"{name} ({value}) must be in [0, 1)")
+        if self.attention_kernel not in ("sdpa", "math"):
+            raise ValueError(
+                f"attention_kernel ({self.attention_kernel!r}) must be 'sdpa' or 'math'"
+            )
+        if self.tgt_vocab_size is not None:
+            if self.tgt_vocab_size < 1:
+                raise ValueError(f"tgt_vocab_size ({self.tgt_vocab_size}) must be at least 1")
+            if self.share_embeddings and self.tgt_vocab_size != self.vocab_size:
+                raise ValueError(
+                    f"tgt_vocab_size ({self.tgt_vocab_size}) differs from vocab_size "
+                    f"({self.vocab_size}) but share_embeddings is True; set "
+                    "share_embeddings: false for separate vocabularies"
+                )
+        ids = {n: getattr(self, n) for n in ("pad_id", "unk_id", "bos_id", "eos_id")}
+        if len(set(ids.values())) != 4:
+            raise ValueError(f"special token ids must be distinct, got {ids}")
+        smallest_vocab = min(self.vocab_size, self.target_vocab_size)
+        for name, value in ids.items():
+            if not 0 <= value < smallest_vocab:
+                raise ValueError(f"{name} ({value}) must be in [0, {smallest_vocab})")
+
+    @property
+    def target_vocab_size(self) -> int:
+        """Size of the target vocabulary (= `vocab_size` when shared)."""
+        return self.vocab_size if self.tgt_vocab_size is None else self.tgt_vocab_size
+
+    @property
+    def d_k(self) -> int:
+        """Per-head width d_k = d_v = d_model / n_heads (section 3.2.2)."""
+        return self.d_model // self.n_heads
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """The `data:` section: where parallel text comes from and how it becomes batches.
+
+    `train`, `valid` and `test` are either a local path prefix (`multi30k/train` reads
+    `multi30k/train.en` and `multi30k/train.de`; relative paths are resolved against
+    $TRANSFORMER_DATA_DIR when set, else the current directory) or a Hugging Face `datasets`
+    spec `hf:NAME:CONFIG:SPLIT` (e.g. `hf:wmt14:de-en:train`).
+    """
+
+    source_lang: str = "en"
+    target_lang: str = "de"
+    train: str = "multi30k/train"
+    valid: str = "multi30k/val"
+    test: str = "multi30k/test_2016_flickr"
+    vocab_size: int = 37000
+    spm_model_type: str = "bpe"
+    spm_input_sentence_size: int = 10_000_000
+    shared_vocab: bool = True
+    max_len: int = 256
+    max_len_ratio: float | None = None
+    cache_dir: str | None = None
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The `train:` section: the paper's training recipe (section 5)."""
+
+    output_dir: str = "checkpoints/run"
+    max_steps: int = 100_000
+    max_minutes: float | None = None
+    max_epochs: int | None = None
+    max_tokens: int = 4096
+    update_freq: int = 1
+    tokens_per_update: int | None = None
+    lr_schedule: str = "noam"
+    lr_scale: float = 1.0
+    peak_lr: float | None = None
+    warmup_steps: int = 4000
+    adam_betas: tuple[float, float] = (0.9, 0.98)
+    adam_eps: float = 1e-9
+    weight_decay: float = 0.0
+    label_smoothing: float = 0.1
+    clip_norm: float | None = None
+    precision: str = "auto"
+    compile: bool = False
+    device: str = "auto"
+    seed: int = 1
+    save_interval_steps: int | None = 1000
+    save_interval_minutes: float | None = None
+    keep_last: int = 5
+    log_interval_steps: int = 100
+    validate_interval_steps: int = 1000
+    valid_bleu_sentences: int | None = None
+    best_metric: str = "bleu"
+    early_stop_patience: int | None = None
+    skip_nonfinite: bool = False
+    num_threads: int | None = None
+    flush_denormal: bool = True
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """The `decode:` section: beam search as in section 6.1 of the paper."""
+
+    beam_size: int = 4
+    length_penalty: float = 0.6
+    length_penalty_style: str = "gnmt"
+    max_len_a: float = 1.0
+    max_len_b: int = 50
+    max_tokens: int = 4096
+
+
+@dataclass(frozen=True)
+class Config:
+    """A whole experiment: one dataclass per YAML section."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+
+def _coerce(value: object, annotation: object, key: str) -> object:
+    """Check `value` against a dataclass field type, converting YAML forms (lists, ints)."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(annotation)
+        if value is None and type(None) in options:
+            return None
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _coerce(value, option, key)
+            except ValueError:
+                continue
+        raise ValueError(f"config key {key}: value {value!r} is not of type {annotation}")
+    if origin is tuple:
+        args = typing.get_args(annotation)
+        if not isinstance(value, list | tuple) or len(value) != len(args):
+            raise ValueError(
+                f"config key {key}: expected a list of {len(args)} values, got {value!r}"
+            )
+        return tuple(_coerce(v, a, key) for v, a in zip(value, args, strict=True))
+    if annotation is bool:
+        if isinstance(value, bool):
+            return value
+    elif annotation is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif annotation is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    elif annotation is str:
+        if isinstance(value, str):
+            return value
+    raise ValueError(
+        f"config key {key}: expected {getattr(annotation, '__name__', annotation)}, "
+        f"got {value!r} ({type(value).__name__})"
+    )
+
+
+def _build_section(cls: type, values: dict, section: str) -> object:
+    """Build one section's dataclass from a dict, rejecting unknown keys and wrong types."""
+    if not isinstance(values, dict):
+        raise ValueError(f"config section {section!r} must be a mapping, got {values!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in values.items():
+        if key not in names:
+            raise ValueError(
+                f"unknown config key {section}.{key}; valid keys of {section!r}: "
+                + ", ".join(names)
+            )
+        kwargs[key] = _coerce(value, hints[key], f"{section}.{key}")
+    return cls(**kwargs)
+
+
+def _parse_override(text: str) -> tuple[str, str, object]:
+    """Split `section.key=value` into its parts, parsing the value as YAML."""
+    if "=" not in text or "." not in text.split("=", 1)[0]:
+        raise ValueError(f"override {text!r} must look like section.key=value")
+    dotted, raw = text.split("=", 1)
+    section, key = dotted.split(".", 1)
+    return section, key, yaml.safe_load(raw) if raw != "" else ""
+
+
+def config_from_dict(
+    raw: dict, overrides: list[str] | None = None, source: str = "config"
+) -> Config:
+    """Build a `Config` from a plain dict (as read from YAML) plus dotted overrides.
+
+    Args:
+        raw: Mapping of section name to a mapping of keys.
+        overrides: Strings such as `train.max_steps=1000`; values are parsed as YAML.
+        source: Where `raw` came from, for error messages.
+
+    Returns:
+        The checked `Config`.
+
+    Raises:
+        ValueError: an unknown section or key (listing the valid ones), a wrong type, or an
+            invalid value, naming the key.
+    """
+    raw = dict(raw or {})
+    sections = {f.name: f.type for f in dataclasses.fields(Config)}
+    hints = typing.get_type_hints(Config)
+    merged = {name: dict(raw.get(name) or {}) for name in sections}
+    for name in raw:
+        if name not in sections:
+            raise ValueError(
+                f"{source}: unknown config section {name!r}; valid sections: " + ", ".join(sections)
+            )
+    for text in overrides or []:
+        section, key, value = _parse_override(text)
+        if section not in sections:
+            raise ValueError(
+                f"override {text!r}: unknown section {section!r}; valid sections: "
+                + ", ".join(sections)
+            )
+        merged[section][key] = value
+    try:
+        built = {name: _build_section(hints[name], merged[name], name) for name in sections}
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"{source}: {error}") from error
+    return Config(**built)
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
+    """Read a YAML config file and apply dotted overrides (see `config_from_dict`).
+
+    Raises:
+        FileNotFoundError: when `path` does not exist.
+        ValueError: on YAML syntax errors or invalid keys/values, naming the file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"config file not found: {path}")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as error:
+        raise ValueError(f"{path}: invalid YAML: {error}") from error
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: top level must be a mapping of sections")
+    return config_from_dict(raw, overrides, source=str(path))
+
+
+def config_to_dict(config: Config) -> dict:
+    """The config as plain Python values (tuples as lists), ready for YAML or a checkpoint."""
+
+    def plain(value: object) -> object:
+        if isinstance(value, tuple):
+            return [plain(v) for v in value]
+        return value
+
+    return {
+        name: {k: plain(v) for k, v in dataclasses.asdict(getattr(config, name)).items()}
+        for name in ("model", "data", "train", "decode")
+    }
