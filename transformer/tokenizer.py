@@ -1,0 +1,237 @@
+"""SentencePiece subword tokenizer with the fixed special ids of `ModelConfig`.
+
+The paper (section 5.1) encodes English-German with a shared source-target byte-pair vocabulary
+of about 37000 tokens. `Tokenizer.train` learns such a joint model with SentencePiece (Kudo and
+Richardson, 2018; BPE by default, unigram as an option); passing a second model gives separate
+source and target vocabularies. A tokenizer is fully described by the serialized model bytes,
+so a checkpoint that stores `src_model_bytes` (and `tgt_model_bytes`) can tokenize on its own.
+
+Special ids are fixed: pad=0, unk=1, bos=2, eos=3 (the `ModelConfig` defaults). `encode*`
+never adds bos/eos; the batching code adds them to the target side. Text is normalized by
+SentencePiece's default `nmt_nfkc` rule (NFKC, extra whitespace removed), so
+decode(encode(s)) == s for text in that normal form whose characters are in the vocabulary;
+characters outside it become unk (id 1, decoded as " ⁇ ").
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import sentencepiece as spm
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+
+
+def _num_threads() -> int:
+    """CPU cores this process may use (SentencePiece's own thread count for training/encoding)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _load(model_bytes: bytes, what: str) -> spm.SentencePieceProcessor:
+    """Build a processor from serialized bytes and check its special ids."""
+    if not isinstance(model_bytes, bytes | bytearray) or not model_bytes:
+        raise ValueError(f"{what} SentencePiece model must be non-empty bytes")
+    processor = spm.SentencePieceProcessor()
+    try:
+        processor.LoadFromSerializedProto(bytes(model_bytes))
+    except (RuntimeError, OSError) as error:
+        raise ValueError(f"{what} bytes are not a valid SentencePiece model: {error}") from error
+    ids = (processor.pad_id(), processor.unk_id(), processor.bos_id(), processor.eos_id())
+    if ids != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
+        raise ValueError(
+            f"{what} SentencePiece model has special ids (pad, unk, bos, eos) = {ids}, "
+            f"expected {(PAD_ID, UNK_ID, BOS_ID, EOS_ID)}; train it with Tokenizer.train"
+        )
+    return processor
+
+
+class Tokenizer:
+    """Source and target SentencePiece models (one shared model by default).
+
+    Args:
+        src_model_bytes: Serialized SentencePiece model for the source side (or both sides).
+        tgt_model_bytes: Serialized model for the target side; None shares the source model.
+
+    Raises:
+        ValueError: when the bytes are not a SentencePiece model or its special ids differ from
+            pad=0, unk=1, bos=2, eos=3.
+
+    Example:
+        >>> tok = Tokenizer.from_file("checkpoints/run/spm.model")
+        >>> ids = tok.encode_target("Ein Hund läuft.")
+        >>> tok.decode(ids)
+        'Ein Hund läuft.'
+    """
+
+    pad_id = PAD_ID
+    unk_id = UNK_ID
+    bos_id = BOS_ID
+    eos_id = EOS_ID
+
+    def __init__(self, src_model_bytes: bytes, tgt_model_bytes: bytes | None = None) -> None:
+        self.src_model_bytes = bytes(src_model_bytes)
+        self.shared = tgt_model_bytes is None
+        self.tgt_model_bytes = self.src_model_bytes if self.shared else bytes(tgt_model_bytes)
+        self._src = _load(self.src_model_bytes, "source" if not self.shared else "shared")
+        self._tgt = self._src if self.shared else _load(self.tgt_model_bytes, "target")
+
+    @property
+    def src_vocab_size(self) -> int:
+        """Number of source pieces V (special tokens included)."""
+        return self._src.get_piece_size()
+
+    @property
+    def tgt_vocab_size(self) -> int:
+        """Number of target pieces (equals `src_vocab_size` when shared)."""
+        return self._tgt.get_piece_size()
+
+    @property
+    def vocab_size(self) -> int:
+        """The source vocabulary size (the shared one when `shared`)."""
+        return self.src_vocab_size
+
+    @classmethod
+    def from_file(cls, src_path: str | Path, tgt_path: str | Path | None = None) -> Tokenizer:
+        """Load from `.model` files written by `save` (or by SentencePiece itself).
+
+        Raises:
+            FileNotFoundError: naming a missing model file.
+        """
+        paths = [Path(src_path)] + ([Path(tgt_path)] if tgt_path is not None else [])
+        for path in paths:
+            if not path.is_file():
+                raise FileNotFoundError(f"SentencePiece model not found: {path}")
+        blobs = [path.read_bytes() for path in paths]
+        return cls(blobs[0], blobs[1] if len(blobs) > 1 else None)
+
+    def save(self, directory: str | Path) -> list[Path]:
+        """Write `spm.model` (shared) or `spm.src.model` + `spm.tgt.model` into `directory`.
+
+        Returns:
+            The written paths, source first.
+        """
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        if self.shared:
+            targets = [(directory / "spm.model", self.src_model_bytes)]
+        else:
+            targets = [
+                (directory / "spm.src.model", self.src_model_bytes),
+                (directory / "spm.tgt.model", self.tgt_model_bytes),
+            ]
+        for path, blob in targets:
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_bytes(blob)
+            tmp.replace(path)
+        return [path for path, _ in targets]
+
+    @staticmethod
+    def train(
+        sentences: Iterable[str],
+        vocab_size: int,
+        model_type: str = "bpe",
+        input_sentence_size: int = 10_000_000,
+        character_coverage: float = 0.9999,
+        seed: int = 1,
+    ) -> bytes:
+        """Learn a SentencePiece model and return its serialized bytes.
+
+        Call it once on both sides of the training data for a joint vocabulary (section 5.1),
+        or once per side for separate vocabularies, then pass the bytes to `Tokenizer`.
+
+        Args:
+            sentences: Training text, one sentence per item (empty items are skipped).
+            vocab_size: Number of pieces, special tokens included.
+            model_type: "bpe" (byte-pair encoding, as in the paper) or "unigram".
+            input_sentence_size: At most this many sentences are sampled (SentencePiece's
+                `input_sentence_size` with `shuffle_input_sentence`) for large corpora.
+            character_coverage: Fraction of characters covered by the alphabet; the rest map
+                to unk.
+            seed: Seeds SentencePiece's sampling, so the same input gives the same model.
+
+        Returns:
+            The model as bytes (`Tokenizer(bytes)` loads it).
+
+        Raises:
+            ValueError: for an unknown model type, or when SentencePiece rejects the input
+                (for example a vocabulary larger than the text allows), with its message.
+        """
+        if model_type not in ("bpe", "unigram"):
+            raise ValueError(f"spm_model_type {model_type!r} must be 'bpe' or 'unigram'")
+        spm.set_random_generator_seed(seed)
+        model = io.BytesIO()
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=_non_empty(sentences),
+                model_writer=model,
+                vocab_size=vocab_size,
+                model_type=model_type,
+                character_coverage=character_coverage,
+                input_sentence_size=input_sentence_size,
+                shuffle_input_sentence=True,
+                pad_id=PAD_ID,
+                unk_id=UNK_ID,
+                bos_id=BOS_ID,
+                eos_id=EOS_ID,
+                num_threads=_num_threads(),
+                minloglevel=2,
+            )
+        except RuntimeError as error:
+            raise ValueError(f"SentencePiece training failed: {error}") from error
+        return model.getvalue()
+
+    def encode(self, text: str) -> list[int]:
+        """Source text -> ids (no bos/eos); characters outside the vocabulary become unk."""
+        return self._src.encode(text, out_type=int)
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        """Source texts -> ids, encoded by SentencePiece on all cores."""
+        return self._src.encode(list(texts), out_type=int, num_threads=_num_threads())
+
+    def encode_target(self, text: str) -> list[int]:
+        """Target text -> ids (no bos/eos)."""
+        return self._tgt.encode(text, out_type=int)
+
+    def encode_target_batch(self, texts: list[str]) -> list[list[int]]:
+        """Target texts -> ids, encoded by SentencePiece on all cores."""
+        return self._tgt.encode(list(texts), out_type=int, num_threads=_num_threads())
+
+    def _strip(self, ids: Iterable[int]) -> list[int]:
+        """Cut at the first eos and drop pad/bos (decoder outputs contain them)."""
+        kept = []
+        for token in ids:
+            token = int(token)
+            if token == EOS_ID:
+                break
+            if token not in (PAD_ID, BOS_ID):
+                kept.append(token)
+        return kept
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Target ids -> text; stops at eos, ignores pad and bos."""
+        return self._tgt.decode(self._strip(ids))
+
+    def decode_batch(self, batch: Iterable[Iterable[int]]) -> list[str]:
+        """Target id lists -> texts (see `decode`)."""
+        return self._tgt.decode([self._strip(ids) for ids in batch])
+
+    def source_pieces(self, ids: Iterable[int]) -> list[str]:
+        """Source ids -> subword strings (e.g. '▁Two'), for attention plots."""
+        return [self._src.id_to_piece(int(i)) for i in ids]
+
+    def target_pieces(self, ids: Iterable[int]) -> list[str]:
+        """Target ids -> subword strings."""
+        return [self._tgt.id_to_piece(int(i)) for i in ids]
+
+
+def _non_empty(sentences: Iterable[str]) -> Iterator[str]:
+    """Skip blank sentences (SentencePiece would count them against input_sentence_size)."""
+    for sentence in sentences:
+        if sentence.strip():
+            yield sentence
