@@ -1,0 +1,213 @@
+"""The main job: train on Multi30k, average checkpoints, decode test_2016_flickr, score BLEU.
+
+    TRANSFORMER_DATA_DIR=../shared/data python scripts/quickstart.py            # EN->DE
+    python scripts/quickstart.py --direction de-en                               # DE->EN
+    python scripts/quickstart.py --max-minutes 5 train.max_steps=200             # a short try
+
+Steps (each one the project's own command, run as a subprocess so that what you see is what a
+user gets from the CLI):
+
+1. find Multi30k in `$TRANSFORMER_DATA_DIR/multi30k` (train/val/test_2016_flickr .en/.de), or
+   download it with `datasets` from the Hugging Face dataset `bentrevett/multi30k` into
+   `data/multi30k` (needs network access; a clear error says what to do without it);
+2. `transformer-train --config configs/multi30k.yaml` (CPU, or the GPU when present);
+3. `transformer-average --last N` over the run's last checkpoints;
+4. `transformer-evaluate` on test_2016_flickr with beam 4 and length penalty 0.6;
+5. print a results table and write `results/multi30k_<src>-<tgt>.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SPLITS = {"train": "train", "validation": "val", "test": "test_2016_flickr"}
+
+
+def find_multi30k(download_dir: Path) -> Path:
+    """The folder holding Multi30k's `train/val/test_2016_flickr.{en,de}` files.
+
+    Looks in `$TRANSFORMER_DATA_DIR/multi30k`, then `download_dir`; otherwise downloads the
+    Hugging Face dataset `bentrevett/multi30k` into `download_dir`.
+
+    Raises:
+        FileNotFoundError: when the files are not there and the download fails (no network).
+    """
+    wanted = [f"{name}.{lang}" for name in SPLITS.values() for lang in ("en", "de")]
+    candidates = []
+    if os.environ.get("TRANSFORMER_DATA_DIR"):
+        candidates.append(Path(os.environ["TRANSFORMER_DATA_DIR"]) / "multi30k")
+    candidates.append(download_dir)
+    for folder in candidates:
+        if all((folder / name).is_file() for name in wanted):
+            return folder
+    print(
+        f"Multi30k not found in {', '.join(map(str, candidates))}; downloading "
+        "bentrevett/multi30k with `datasets` ...",
+        flush=True,
+    )
+    try:
+        import datasets
+
+        dataset = datasets.load_dataset("bentrevett/multi30k")
+    except Exception as error:  # datasets raises many kinds of connection errors
+        raise FileNotFoundError(
+            "could not download the Hugging Face dataset bentrevett/multi30k "
+            f"({type(error).__name__}: {error}). Without network access, point "
+            "TRANSFORMER_DATA_DIR at a folder holding multi30k/{train,val,test_2016_flickr}"
+            ".{en,de}, e.g. TRANSFORMER_DATA_DIR=../shared/data"
+        ) from error
+    download_dir.mkdir(parents=True, exist_ok=True)
+    for split, name in SPLITS.items():
+        for lang in ("en", "de"):
+            lines = [row[lang].replace("\n", " ").strip() for row in dataset[split]]
+            (download_dir / f"{name}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return download_dir
+
+
+def run(command: list[str]) -> None:
+    """Echo and run a command; exit with its status if it fails."""
+    print("+ " + shlex.join(command), flush=True)
+    status = subprocess.run(command, cwd=REPO).returncode
+    if status != 0:
+        sys.exit(f"quickstart: command failed with exit status {status}: {shlex.join(command)}")
+
+
+def training_summary(run_dir: Path) -> dict:
+    """Training minutes, mean target tokens/s, steps and the validation curve from metrics.jsonl."""
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in records if r.get("type", "train") == "train" and "tokens_per_second" in r]
+    valid = [r for r in records if r.get("type") == "valid"]
+    curve = [
+        {k: r[k] for k in ("step", "elapsed_minutes", "loss", "bleu") if k in r} for r in valid
+    ]
+    return {
+        "train_minutes": round(max(r["elapsed_minutes"] for r in records), 2),
+        "steps": max(r["step"] for r in records),
+        "tokens_per_second": round(sum(r["tokens_per_second"] for r in train) / max(len(train), 1)),
+        "learning_curve": curve,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the whole job; returns 0 on success."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--direction", default="en-de", choices=["en-de", "de-en"])
+    parser.add_argument("--config", default=str(REPO / "configs" / "multi30k.yaml"))
+    parser.add_argument("--max-minutes", type=float, help="override train.max_minutes")
+    parser.add_argument("--average-last", type=int, default=5, help="checkpoints to average (5)")
+    parser.add_argument("--download-dir", default=str(REPO / "data" / "multi30k"))
+    parser.add_argument("--fresh", action="store_true", help="retrain even if the run exists")
+    parser.add_argument("overrides", nargs="*", help="extra config overrides (section.key=value)")
+    args = parser.parse_args(argv)
+
+    src, tgt = args.direction.split("-")
+    data_dir = find_multi30k(Path(args.download_dir))
+    run_dir = REPO / "checkpoints" / f"multi30k_{src}-{tgt}"
+    overrides = [
+        f"data.source_lang={src}",
+        f"data.target_lang={tgt}",
+        f"data.train={data_dir / 'train'}",
+        f"data.valid={data_dir / 'val'}",
+        f"data.test={data_dir / 'test_2016_flickr'}",
+        f"train.output_dir={run_dir}",
+    ]
+    if args.max_minutes is not None:
+        overrides.append(f"train.max_minutes={args.max_minutes}")
+    overrides += args.overrides
+    python = sys.executable
+    start = time.time()
+    train_command = [python, "-m", "transformer.train", "--config", args.config, *overrides]
+    if args.fresh:
+        train_command.append("--no-resume")
+    run(train_command)
+    averaged = run_dir / f"checkpoint_avg{args.average_last}.pt"
+    run(
+        [
+            python,
+            "-m",
+            "transformer.average",
+            "--last",
+            str(args.average_last),
+            "--dir",
+            str(run_dir),
+            "--output",
+            str(averaged),
+        ]
+    )
+    decode = yaml.safe_load((run_dir / "config.yaml").read_text())["decode"]
+    results_dir = REPO / "results"
+    scores_path = results_dir / f"multi30k_{src}-{tgt}.scores.json"
+    hyp_path = results_dir / f"multi30k_{src}-{tgt}.test_2016_flickr.hyp.{tgt}"
+    run(
+        [
+            python,
+            "-m",
+            "transformer.evaluate",
+            "--checkpoint",
+            str(averaged),
+            "--src",
+            str(data_dir / f"test_2016_flickr.{src}"),
+            "--ref",
+            str(data_dir / f"test_2016_flickr.{tgt}"),
+            "--beam-size",
+            str(decode["beam_size"]),
+            "--length-penalty",
+            str(decode["length_penalty"]),
+            "--hyp-out",
+            str(hyp_path),
+            "--json",
+            str(scores_path),
+        ]
+    )
+    report = json.loads(scores_path.read_text())
+    scores = report["scores"]
+    summary = training_summary(run_dir)
+    result = {
+        "direction": f"{src}-{tgt}",
+        "test_set": "multi30k test_2016_flickr (1000 sentences)",
+        "bleu": scores["bleu"],
+        "chrf": scores["chrf"],
+        "tokenized_bleu": scores["tokenized_bleu"],
+        "signature": scores["signatures"]["bleu"],
+        "chrf_signature": scores["signatures"]["chrf"],
+        "tokenized_bleu_signature": scores["signatures"]["tokenized_bleu"],
+        "checkpoint": {"file": averaged.name, "averaged_last": args.average_last},
+        "decoding": report.get("decoding", decode),
+        **summary,
+        "job_minutes": round((time.time() - start) / 60, 2),
+        "command": "TRANSFORMER_DATA_DIR=../shared/data python scripts/quickstart.py "
+        + shlex.join(sys.argv[1:] if argv is None else argv),
+        "config": yaml.safe_load((run_dir / "config.yaml").read_text()),
+    }
+    out = results_dir / f"multi30k_{src}-{tgt}.json"
+    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    rows = [
+        ("sacreBLEU BLEU", f"{result['bleu']:.2f}  ({result['signature']})"),
+        ("chrF", f"{result['chrf']:.2f}  ({result['chrf_signature']})"),
+        ("tokenized BLEU (paper-style)", f"{result['tokenized_bleu']:.2f}"),
+        ("training", f"{summary['train_minutes']:.1f} min, {summary['steps']} updates"),
+        ("throughput", f"{summary['tokens_per_second']} target tokens/s"),
+        ("whole job", f"{result['job_minutes']:.1f} min"),
+    ]
+    print(
+        f"\nMulti30k {src}->{tgt}, test_2016_flickr, averaged last {args.average_last}, "
+        f"beam {decode['beam_size']}, alpha {decode['length_penalty']}"
+    )
+    for name, value in rows:
+        print(f"  {name:<30} {value}")
+    print(f"results written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""Checkpoints: atomic writes, safe and checked reads, rebuilding the model from the file."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from transformer import ModelConfig, Transformer
+from transformer.checkpoint import (
+    FORMAT_VERSION,
+    capture_rng_state,
+    load_checkpoint,
+    read_checkpoint,
+    restore_rng_state,
+    save_checkpoint,
+    strip_wrapper_prefixes,
+)
+from transformer.tokenizer import Tokenizer
+
+SENTENCES = [
+    "a man rides a bike down the street",
+    "two dogs play in the snow",
+    "ein mann fährt mit dem fahrrad die straße hinunter",
+    "zwei hunde spielen im schnee",
+] * 20
+
+
+@pytest.fixture(scope="module")
+def spm_bytes() -> bytes:
+    return Tokenizer.train(SENTENCES, vocab_size=40)
+
+
+def _model() -> Transformer:
+    torch.manual_seed(0)
+    config = ModelConfig(
+        vocab_size=40, d_model=16, d_ff=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1
+    )
+    return Transformer(config)
+
+
+def _checkpoint(model: Transformer, spm: bytes, **extra) -> dict:
+    return {
+        "format_version": FORMAT_VERSION,
+        "model": model.state_dict(),
+        "model_config": dataclasses.asdict(model.config),
+        "config": {},
+        "spm_model": spm,
+        "tgt_spm_model": None,
+        "step": 7,
+        **extra,
+    }
+
+
+def test_round_trip_rebuilds_the_model_in_eval_mode(tmp_path, spm_bytes):
+    model = _model()
+    path = tmp_path / "c.pt"
+    save_checkpoint(_checkpoint(model, spm_bytes), path)
+    assert torch.load(path, weights_only=True)["step"] == 7
+    loaded, tokenizer, config = load_checkpoint(path)
+    assert not loaded.training
+    assert config.model == model.config
+    assert tokenizer.vocab_size == 40
+    for key, value in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[key], value), key
+    # Tied weights stay tied after loading.
+    assert loaded.src_embed.weight.data_ptr() == loaded.output_projection.weight.data_ptr()
+    assert list(tmp_path.iterdir()) == [path]  # no temporary file left behind
+
+
+def test_wrapper_prefixes_are_stripped(tmp_path, spm_bytes):
+    model = _model()
+    prefixed = {f"module._orig_mod.{k}": v for k, v in model.state_dict().items()}
+    assert strip_wrapper_prefixes(prefixed).keys() == model.state_dict().keys()
+    path = tmp_path / "c.pt"
+    save_checkpoint({**_checkpoint(model, spm_bytes), "model": prefixed}, path)
+    loaded, _, _ = load_checkpoint(path)
+    assert torch.equal(loaded.src_embed.weight, model.src_embed.weight)
+
+
+def test_read_errors_name_the_path_and_the_problem(tmp_path, spm_bytes):
+    missing = tmp_path / "missing.pt"
+    with pytest.raises(FileNotFoundError, match="missing.pt"):
+        read_checkpoint(missing)
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_bytes(b"not a checkpoint at all")
+    with pytest.raises(ValueError, match="garbage.pt.*not a readable checkpoint"):
+        read_checkpoint(garbage)
+    plain = tmp_path / "plain.pt"
+    torch.save({"weights": torch.zeros(1)}, plain)
+    with pytest.raises(ValueError, match="plain.pt.*format_version"):
+        read_checkpoint(plain)
+    future = tmp_path / "future.pt"
+    torch.save({**_checkpoint(_model(), spm_bytes), "format_version": 99}, future)
+    with pytest.raises(ValueError, match="future.pt.*format_version 99"):
+        read_checkpoint(future)
+
+
+class _Payload:
+    """An arbitrary object: weights_only loading must refuse it (it could run code)."""
+
+
+def test_objects_other_than_tensors_and_plain_values_are_refused(tmp_path, spm_bytes):
+    path = tmp_path / "evil.pt"
+    torch.save({**_checkpoint(_model(), spm_bytes), "extra": _Payload()}, path)
+    with pytest.raises(ValueError, match="evil.pt"):
+        read_checkpoint(path)
+
+
+def test_failed_save_keeps_the_previous_file(tmp_path, spm_bytes):
+    path = tmp_path / "c.pt"
+    save_checkpoint(_checkpoint(_model(), spm_bytes), path)
+    with pytest.raises(Exception):  # noqa: B017 - whatever torch.save raises for a lambda
+        save_checkpoint({"format_version": 1, "bad": lambda: None}, path)
+    assert read_checkpoint(path)["step"] == 7
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.pt"]
+
+
+WRITER = """
+import sys, torch
+from transformer.checkpoint import save_checkpoint
+step = 0
+while True:
+    step += 1
+    save_checkpoint({"format_version": 1, "model": {"w": torch.full((500_000,), float(step))},
+                     "model_config": {}, "step": step}, sys.argv[1])
+    print(step, flush=True)
+"""
+
+
+def test_kill_9_during_saves_never_leaves_a_truncated_checkpoint(tmp_path):
+    path = tmp_path / "c.pt"
+    rng = random.Random(0)
+    for _ in range(3):
+        process = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True
+        )
+        process.stdout.readline()  # at least one checkpoint is complete
+        time.sleep(rng.uniform(0.0, 0.3))
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+        process.stdout.close()
+        state = read_checkpoint(path)
+        assert torch.all(state["model"]["w"] == state["step"])
+
+
+def test_rng_state_round_trip_through_a_weights_only_checkpoint(tmp_path):
+    path = tmp_path / "rng.pt"
+    checkpoint = {"format_version": 1, "model": {}, "model_config": {}}
+    save_checkpoint({**checkpoint, "rng": capture_rng_state()}, path)
+    state = read_checkpoint(path)["rng"]
+    before = (random.random(), np.random.rand(), torch.rand(3))
+    restore_rng_state(state)
+    after = (random.random(), np.random.rand(), torch.rand(3))
+    assert before[0] == after[0] and before[1] == after[1]
+    assert torch.equal(before[2], after[2])

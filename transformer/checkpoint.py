@@ -1,0 +1,238 @@
+"""Self-contained checkpoints: writing them atomically, reading them safely, rebuilding the model.
+
+A checkpoint is a dict of tensors and plain Python values only, so that
+`torch.load(path, weights_only=True)` reads it and a file from a stranger cannot run code:
+
+    {"format_version": 1,
+     "model": state_dict of the un-wrapped model (no `module.` / `_orig_mod.` prefixes),
+     "model_config": dict of ModelConfig fields, "config": the full config as a dict,
+     "spm_model": bytes, "tgt_spm_model": bytes | None,
+     "step": int, "optimizer": ..., "lr_scheduler": ..., "scaler": ..., "data_position": ...,
+     "rng": ..., ...}
+
+The model carries its own config (nanoGPT style), so `load_checkpoint` rebuilds the exact model
+from the file alone.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import random
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from transformer.config import Config, ModelConfig, config_from_dict
+from transformer.model import Transformer
+from transformer.tokenizer import Tokenizer
+
+FORMAT_VERSION = 1
+WRAPPER_PREFIXES = ("module.", "_orig_mod.")
+
+
+def save_checkpoint(state: dict, path: str | Path) -> None:
+    """Write `state` to `path` atomically.
+
+    The state is written to a temporary file in the same directory, flushed and fsynced, then
+    renamed over `path` (an atomic replace on POSIX), and the directory is fsynced. A process
+    killed at any moment leaves either the old file or the new one under `path`, never a
+    truncated one.
+
+    Args:
+        state: The checkpoint dict (tensors and plain values only).
+        path: Final file name.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
+    try:
+        with open(tmp, "wb") as file:
+            torch.save(state, file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    _fsync_directory(path.parent)
+
+
+def link_checkpoint(source: str | Path, path: str | Path) -> None:
+    """Make `path` a copy of the finished checkpoint `source`, atomically.
+
+    Uses a hard link when the file system allows it (no extra disk space or time), else a copy;
+    either way through a temporary name and an atomic rename.
+    """
+    source, path = Path(source), Path(path)
+    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
+    try:
+        if tmp.exists():
+            tmp.unlink()
+        try:
+            os.link(source, tmp)
+        except OSError:
+            with open(source, "rb") as src_file, open(tmp, "wb") as file:
+                while chunk := src_file.read(1 << 24):
+                    file.write(chunk)
+                file.flush()
+                os.fsync(file.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    _fsync_directory(path.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in `directory` durable (no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
+    """Load a checkpoint dict safely (`weights_only=True`) and check its format.
+
+    Args:
+        path: Checkpoint file.
+        map_location: Where tensors go.
+
+    Returns:
+        The checkpoint dict.
+
+    Raises:
+        FileNotFoundError: if `path` does not exist.
+        ValueError: if the file is not a checkpoint (unreadable, holds code or objects other
+            than tensors and plain values, lacks `format_version`/`model`) or has another
+            `format_version`; the message names the path and the problem.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint not found: {path}")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, zipfile.BadZipFile) as error:
+        raise ValueError(
+            f"{path}: not a readable checkpoint (corrupt, truncated, or holding objects other "
+            f"than tensors and plain values): {error}"
+        ) from error
+    if not isinstance(state, dict) or "format_version" not in state:
+        raise ValueError(f"{path}: not a checkpoint of this project (no 'format_version' key)")
+    if state["format_version"] != FORMAT_VERSION:
+        raise ValueError(
+            f"{path}: checkpoint format_version {state['format_version']!r} is not supported "
+            f"(this code reads format_version {FORMAT_VERSION})"
+        )
+    for key in ("model", "model_config"):
+        if key not in state:
+            raise ValueError(f"{path}: checkpoint has no {key!r} entry")
+    return state
+
+
+def strip_wrapper_prefixes(state_dict: dict) -> dict:
+    """Remove `module.` (DistributedDataParallel) and `_orig_mod.` (torch.compile) key prefixes."""
+    stripped = {}
+    for key, value in state_dict.items():
+        changed = True
+        while changed:
+            changed = False
+            for prefix in WRAPPER_PREFIXES:
+                if key.startswith(prefix):
+                    key = key[len(prefix) :]
+                    changed = True
+        stripped[key] = value
+    return stripped
+
+
+def unwrap_model(model: torch.nn.Module) -> torch.nn.Module:
+    """The plain model inside DistributedDataParallel and/or torch.compile wrappers."""
+    while True:
+        if hasattr(model, "_orig_mod"):
+            model = model._orig_mod
+        elif isinstance(model, torch.nn.parallel.DistributedDataParallel):
+            model = model.module
+        else:
+            return model
+
+
+def load_checkpoint(
+    path: str | Path, device: str | torch.device = "cpu"
+) -> tuple[Transformer, Tokenizer, Config]:
+    """Rebuild the model, tokenizer and config from a checkpoint file alone.
+
+    Args:
+        path: Checkpoint written by training or by `transformer-average`.
+        device: Where the model goes.
+
+    Returns:
+        (model in eval mode on `device`, tokenizer, full config).
+
+    Raises:
+        FileNotFoundError, ValueError: see `read_checkpoint`; ValueError also when the weights
+            do not fit the stored model config.
+    """
+    state = read_checkpoint(path)
+    model_config = ModelConfig(**state["model_config"])
+    model = Transformer(model_config)
+    try:
+        model.load_state_dict(strip_wrapper_prefixes(state["model"]))
+    except RuntimeError as error:
+        raise ValueError(
+            f"{path}: weights do not match the stored model config: {error}"
+        ) from error
+    model.to(device).eval()
+    if "spm_model" not in state:
+        raise ValueError(f"{path}: checkpoint has no 'spm_model' entry")
+    tokenizer = Tokenizer(state["spm_model"], state.get("tgt_spm_model"))
+    config = config_from_dict(state.get("config") or {}, source=str(path))
+    config = Config(model=model_config, data=config.data, train=config.train, decode=config.decode)
+    return model, tokenizer, config
+
+
+def capture_rng_state() -> dict:
+    """Every random state training touches, as tensors and plain values.
+
+    Returns:
+        {"python": tuple, "numpy": dict, "torch": ByteTensor, "cuda": list[ByteTensor]}.
+    """
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    return {
+        "python": random.getstate(),
+        "numpy": {
+            "kind": kind,
+            "keys": torch.from_numpy(keys.astype(np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached),
+        },
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+
+
+def restore_rng_state(state: dict) -> None:
+    """Inverse of `capture_rng_state`."""
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    numpy_state = state["numpy"]
+    np.random.set_state(
+        (
+            numpy_state["kind"],
+            numpy_state["keys"].numpy().astype(np.uint32),
+            numpy_state["pos"],
+            numpy_state["has_gauss"],
+            numpy_state["cached_gaussian"],
+        )
+    )
+    torch.set_rng_state(state["torch"].cpu())
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])

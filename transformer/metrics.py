@@ -1,0 +1,97 @@
+"""The run directory's metrics log: `metrics.jsonl`, one JSON object per line.
+
+Training writes one object per logged step (`{"type": "train", "step", "loss", "lr",
+"tokens_per_second", ...}`) and one per validation (`{"type": "valid", "step", "loss", "ppl",
+"bleu", "elapsed_minutes", ...}`). Only rank 0 writes. On resume, lines for steps after the
+checkpoint (written by a run that died before saving again) are dropped, so that each step
+appears once and the file matches an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+
+class MetricsLog:
+    """Append-only JSONL writer.
+
+    Args:
+        path: The `metrics.jsonl` file (created on first write).
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def write(self, record: dict) -> None:
+        """Append one object as a line and flush it to the OS."""
+        with open(self.path, "a", encoding="utf-8") as file:
+            file.write(json.dumps(record, sort_keys=True) + "\n")
+            file.flush()
+
+    def read(self) -> list[dict]:
+        """All complete records (a line cut off by a crash is ignored)."""
+        if not self.path.is_file():
+            return []
+        records = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return records
+
+    def truncate_after(self, step: int) -> None:
+        """Drop records of steps after `step` (rewrites the file atomically)."""
+        if not self.path.is_file():
+            return
+        kept = [r for r in self.read() if r.get("step", 0) <= step]
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        with open(tmp, "w", encoding="utf-8") as file:
+            for record in kept:
+                file.write(json.dumps(record, sort_keys=True) + "\n")
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp, self.path)
+
+
+class TrainWindow:
+    """Sums over the updates since the last training log record.
+
+    The logged `loss` is the label-smoothed loss per real target token over the window's
+    updates (token-weighted, natural log), `ppl` = exp(nll per token), and
+    `tokens_per_second` counts real target tokens of all processes per second of wall time.
+    """
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Start a new window now."""
+        self.loss = self.nll = 0.0
+        self.tokens = 0
+        self.start = time.monotonic()
+
+    def add(self, loss_sum: float, nll_sum: float, tokens: int) -> None:
+        """Add one update's summed losses and real target tokens."""
+        self.loss += loss_sum
+        self.nll += nll_sum
+        self.tokens += tokens
+
+    def record(self, step: int, lr: float) -> dict:
+        """The `{"type": "train", ...}` record of the window (then `reset()` it)."""
+        tokens = max(self.tokens, 1)
+        seconds = max(time.monotonic() - self.start, 1e-9)
+        return {
+            "type": "train",
+            "step": step,
+            "loss": self.loss / tokens,
+            "nll_loss": self.nll / tokens,
+            "ppl": math.exp(min(self.nll / tokens, 700.0)),
+            "lr": lr,
+            "tokens_per_second": self.tokens / seconds,
+            "target_tokens": self.tokens,
+        }

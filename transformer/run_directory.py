@@ -1,0 +1,97 @@
+"""The run directory of a training job and its checkpoint files.
+
+    RUN_DIR/config.yaml            the resolved config (every key, after overrides)
+    RUN_DIR/metrics.jsonl          training and validation metrics (see metrics.py)
+    RUN_DIR/checkpoint_<step>.pt   periodic checkpoints, the newest `keep_last` kept
+    RUN_DIR/checkpoint_last.pt     the latest checkpoint (what a rerun resumes from)
+    RUN_DIR/checkpoint_best.pt     the checkpoint with the best validation metric
+    RUN_DIR/<spm files>            the SentencePiece model(s), written by data preparation
+
+`checkpoint_last.pt` and `checkpoint_best.pt` are hard links to (or copies of) a numbered
+checkpoint when one is written at the same step, so they cost no extra disk space.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from transformer.checkpoint import link_checkpoint, save_checkpoint
+
+NUMBERED = re.compile(r"^checkpoint_(\d+)\.pt$")
+
+
+class RunDirectory:
+    """Paths and checkpoint bookkeeping of one run directory.
+
+    Args:
+        path: The directory (created if missing).
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    @property
+    def config_path(self) -> Path:
+        return self.path / "config.yaml"
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.path / "metrics.jsonl"
+
+    @property
+    def last_path(self) -> Path:
+        return self.path / "checkpoint_last.pt"
+
+    @property
+    def best_path(self) -> Path:
+        return self.path / "checkpoint_best.pt"
+
+    def step_path(self, step: int) -> Path:
+        """The numbered checkpoint of `step`."""
+        return self.path / f"checkpoint_{step}.pt"
+
+    def create(self) -> None:
+        """Make the directory (and its parents)."""
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    def write_config(self, config_dict: dict) -> None:
+        """Write the resolved config as YAML (re-loadable with `load_config`)."""
+        text = yaml.safe_dump(config_dict, sort_keys=False, default_flow_style=None)
+        self.config_path.write_text(text, encoding="utf-8")
+
+    def numbered_checkpoints(self) -> list[Path]:
+        """Numbered checkpoints, oldest (smallest step) first."""
+        if not self.path.is_dir():
+            return []
+        found = [(int(m.group(1)), p) for p in self.path.iterdir() if (m := NUMBERED.match(p.name))]
+        return [p for _, p in sorted(found)]
+
+    def save(self, state: dict, step: int, keep_last: int, numbered: bool, best: bool) -> None:
+        """Write the checkpoint of `step` as checkpoint_last.pt (and numbered / best).
+
+        Args:
+            state: The checkpoint dict.
+            step: Its update count.
+            keep_last: How many numbered checkpoints to keep (older ones are deleted).
+            numbered: Also keep it as checkpoint_<step>.pt (when `keep_last` > 0).
+            best: Also make it checkpoint_best.pt.
+        """
+        if numbered and keep_last > 0:
+            first = self.step_path(step)
+            save_checkpoint(state, first)
+            link_checkpoint(first, self.last_path)
+        else:
+            first = self.last_path
+            save_checkpoint(state, first)
+        if best:
+            link_checkpoint(first, self.best_path)
+        if keep_last > 0:
+            for old in self.numbered_checkpoints()[:-keep_last]:
+                old.unlink()
+
+    def save_best(self, state: dict) -> None:
+        """Write `state` as checkpoint_best.pt only."""
+        save_checkpoint(state, self.best_path)

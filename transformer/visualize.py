@@ -1,0 +1,216 @@
+"""Heatmaps of attention weights, and transformer-attention, the command that draws them.
+
+    transformer-attention --checkpoint checkpoints/multi30k/checkpoint_best.pt \\
+        --src "A man is riding a horse." --kind cross --layer 5 --output horse.png
+
+Translates the sentence (beam search; or force-decodes `--tgt`), collects the attention weights
+of every layer and head (`transformer.attention_maps`) and draws one layer as heatmaps with the
+subword tokens as axis labels, one panel per head or their average, like Figures 3 to 5 of the
+paper. `--json` writes the raw weights of all layers and heads for notebooks. Layers and heads
+are 0-based. Drawing needs matplotlib (`pip install 'transformer[viz]'`); `--json` alone does
+not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from transformer.attention_maps import KINDS, AttentionMaps, attention_weights
+
+VIZ_INSTALL_HINT = "drawing attention maps needs matplotlib: pip install 'transformer[viz]'"
+AXIS_NAMES = {  # kind -> (rows, columns)
+    "self": ("source (query)", "source (key)"),
+    "cross": ("predicted target token", "source"),
+    "decoder-self": ("predicted target token", "decoder input"),
+}
+
+
+def _figure_class():
+    """matplotlib's `Figure` (drawn without pyplot, so no display or global state is needed)."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as error:
+        raise ImportError(VIZ_INSTALL_HINT) from error
+    return Figure
+
+
+def draw_attention(
+    maps: AttentionMaps,
+    layer: int = -1,
+    heads: Sequence[int] | None = None,
+    average_heads: bool = False,
+    output: str | Path | None = None,
+):
+    """Heatmaps of one layer's weights: one panel per head, or one panel of their average.
+
+    Axes carry the subword labels, queries down the rows and keys along the columns, as in the
+    paper's Figures 3 to 5; darker means more weight (the scale is fixed to [0, 1]).
+
+    Args:
+        maps: From `attention_weights`.
+        layer: 0-based layer index; negative counts from the last layer.
+        heads: 0-based heads to draw (default: all); with `average_heads`, the heads averaged.
+        average_heads: Draw the mean over `heads` in a single panel.
+        output: Save the figure there (format from the suffix, e.g. .png) when given.
+
+    Returns:
+        The matplotlib `Figure`; its heatmap axes are those with an image (the colour bar is
+        one more axes).
+
+    Raises:
+        ImportError: without matplotlib, saying `pip install 'transformer[viz]'`.
+        ValueError: for a layer or head out of range.
+    """
+    Figure = _figure_class()
+    n_layers, n_heads = maps.weights.shape[:2]
+    if not -n_layers <= layer < n_layers:
+        raise ValueError(
+            f"layer {layer} is out of range: the model has {n_layers} layers (0-based)"
+        )
+    layer = layer % n_layers
+    heads = list(range(n_heads)) if heads is None else list(heads)
+    bad = [h for h in heads if not 0 <= h < n_heads]
+    if bad or not heads:
+        raise ValueError(
+            f"heads {bad or heads} out of range: the model has {n_heads} heads (0-based)"
+        )
+    selected = maps.weights[layer, heads]  # (H', T, S)
+    if average_heads:
+        panels = [(selected.mean(dim=0), f"layer {layer}, mean of heads {_span(heads)}")]
+    else:
+        panels = [(selected[i], f"layer {layer}, head {h}") for i, h in enumerate(heads)]
+    T, S = selected.shape[1:]
+    n_cols = min(len(panels), 4)
+    n_rows = -(-len(panels) // n_cols)
+    panel_w, panel_h = 1.5 + 0.32 * S, 1.2 + 0.32 * T
+    figure = Figure(figsize=(panel_w * n_cols + 1.0, panel_h * n_rows), layout="constrained")
+    image = None
+    for index, (matrix, title) in enumerate(panels):
+        ax = figure.add_subplot(n_rows, n_cols, index + 1)
+        image = ax.imshow(matrix.numpy(), cmap="Blues", vmin=0.0, vmax=1.0, aspect="auto")
+        ax.set_xticks(range(S), maps.key_labels, rotation=90, fontsize=8)
+        ax.set_yticks(range(T), maps.query_labels, fontsize=8)
+        ax.set_title(title, fontsize=9)
+        ax.set_ylabel(AXIS_NAMES[maps.kind][0], fontsize=8)
+        ax.set_xlabel(AXIS_NAMES[maps.kind][1], fontsize=8)
+    figure.colorbar(image, ax=figure.axes, shrink=0.8, label="attention weight")
+    figure.suptitle(f"{maps.kind} attention", fontsize=10)
+    if output is not None:
+        figure.savefig(output, dpi=120)
+    return figure
+
+
+def _span(heads: list[int]) -> str:
+    """'0-7' for a contiguous range of heads, else the list."""
+    if heads == list(range(heads[0], heads[-1] + 1)):
+        return f"{heads[0]}-{heads[-1]}" if len(heads) > 1 else str(heads[0])
+    return ",".join(map(str, heads))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line options (see the module docstring)."""
+    parser = argparse.ArgumentParser(
+        prog="transformer-attention",
+        description="Draw the attention weights a checkpoint uses on one sentence pair.",
+    )
+    parser.add_argument("--checkpoint", required=True, type=Path, help="checkpoint file (.pt)")
+    parser.add_argument("--src", required=True, help="source sentence")
+    parser.add_argument(
+        "--tgt", default=None, help="target sentence to force-decode (default: translate --src)"
+    )
+    parser.add_argument(
+        "--kind",
+        choices=KINDS,
+        default="cross",
+        help="self (encoder), cross (encoder-decoder) or decoder-self (default: cross)",
+    )
+    parser.add_argument(
+        "--layer", type=int, default=-1, help="0-based layer to draw (default: the last)"
+    )
+    parser.add_argument(
+        "--head",
+        type=int,
+        action="append",
+        default=None,
+        help="0-based head to draw; repeat for several (default: all heads)",
+    )
+    parser.add_argument(
+        "--average-heads", action="store_true", help="draw the mean over the heads in one panel"
+    )
+    parser.add_argument(
+        "--beam-size",
+        type=int,
+        default=None,
+        help="beam for translating (1 = greedy; default: the checkpoint's decode.beam_size)",
+    )
+    parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    parser.add_argument("--output", type=Path, default=None, help="image to write, e.g. map.png")
+    parser.add_argument(
+        "--json", type=Path, default=None, help="write all layers' and heads' weights as JSON"
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run transformer-attention; returns the exit status (0 on success).
+
+    Raises:
+        SystemExit: for bad options (argparse), a missing matplotlib when `--output` is given,
+            or a layer/head out of range (the message names the value).
+        FileNotFoundError, ValueError: for a missing or invalid checkpoint.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.output is None and args.json is None:
+        parser.error("give --output FILE.png, --json FILE, or both")
+    if args.beam_size is not None and args.beam_size < 1:
+        parser.error(f"--beam-size ({args.beam_size}) must be at least 1")
+    if args.output is not None:
+        try:
+            import matplotlib  # noqa: F401  (fail before loading the model)
+        except ImportError:
+            parser.exit(1, f"transformer-attention: error: {VIZ_INSTALL_HINT}\n")
+
+    from transformer.checkpoint import load_checkpoint
+
+    model, tokenizer, config = load_checkpoint(args.checkpoint, device=args.device)
+    problem = _layer_head_problem(model.config, args)
+    if problem:
+        parser.exit(2, f"transformer-attention: error: {problem}\n")
+    decode = config.decode
+    if args.beam_size is not None:
+        decode = dataclasses.replace(decode, beam_size=args.beam_size)
+    maps = attention_weights(model, tokenizer, args.src, args.tgt, args.kind, decode)
+    print(f"source: {maps.source}")
+    if maps.target is not None:
+        print(f"target: {maps.target}" + ("" if args.tgt is not None else "  (translated)"))
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        with args.json.open("w", encoding="utf-8") as stream:
+            json.dump(maps.to_dict(), stream, ensure_ascii=False)
+        print(f"wrote {args.json}")
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        draw_attention(maps, args.layer, args.head, args.average_heads, args.output)
+        print(f"wrote {args.output}")
+    return 0
+
+
+def _layer_head_problem(config, args: argparse.Namespace) -> str | None:
+    """A message naming an out-of-range --layer or --head, else None (checked before decoding)."""
+    n_layers = config.n_encoder_layers if args.kind == "self" else config.n_decoder_layers
+    if not -n_layers <= args.layer < n_layers:
+        return f"--layer {args.layer} is out of range: the {args.kind} stack has {n_layers} layers"
+    for head in args.head or []:
+        if not 0 <= head < config.n_heads:
+            return f"--head {head} is out of range: the model has {config.n_heads} heads (0-based)"
+    return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())
