@@ -12,6 +12,7 @@ from transformer.corpus import (
     read_lines,
     read_parallel,
     resolve_prefix,
+    split_lines,
 )
 
 
@@ -76,6 +77,12 @@ def test_line_splitting_matches_line_numbers(tmp_path):
     # CRLF endings, no final newline, a BOM, and a U+2028 inside a sentence (not a new line).
     (tmp_path / "f.txt").write_bytes("\ufeffa\r\nb\u2028c\n\nlast".encode())
     assert read_lines(tmp_path / "f.txt") == ["a", "b\u2028c", "", "last"]
+
+
+@pytest.mark.parametrize("text", ["", "\n", "a\r\nb\n", "a\n\nb", "x\r\n\r\ny\r\n"])
+def test_split_lines_matches_splitlines_on_newlines_only(text):
+    assert split_lines(text) == text.splitlines()
+    assert split_lines("a\u2028b\n") == ["a\u2028b"]  # str.splitlines would split here
 
 
 def test_empty_lines_on_one_side_are_kept_aligned(tmp_path):

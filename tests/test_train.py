@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from transformer.checkpoint import load_checkpoint, read_checkpoint
-from transformer.config import load_config
+from transformer.config_file import load_config
 from transformer.train import main
 from transformer.trainer import NonFiniteLossError, Trainer
 

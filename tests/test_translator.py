@@ -15,7 +15,7 @@ import torch
 from transformer import Config, ModelConfig, Transformer
 from transformer.beam_search import beam_search
 from transformer.checkpoint import FORMAT_VERSION, save_checkpoint
-from transformer.config import config_to_dict
+from transformer.config_file import config_to_dict
 from transformer.decoding import greedy_search
 from transformer.tokenizer import Tokenizer
 from transformer.translator import Translator, length_sorted_batches

@@ -1,6 +1,6 @@
 """A readable PyTorch reference implementation of the Transformer (Vaswani et al., 2017).
 
-    from transformer import ModelConfig, Transformer, Translator, load_checkpoint
+from transformer import ModelConfig, Transformer, Translator, load_checkpoint
 """
 
 from transformer.checkpoint import load_checkpoint

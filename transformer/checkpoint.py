@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from transformer.config import Config, ModelConfig, config_from_dict
+from transformer.config import Config, ModelConfig
+from transformer.config_file import config_from_dict
 from transformer.model import Transformer
 from transformer.tokenizer import Tokenizer
 

@@ -1,22 +1,13 @@
 """Typed configuration: the model, data, train and decode sections of a YAML config.
 
 Each section is a frozen dataclass whose defaults are the paper's (Vaswani et al., 2017) base
-model and training recipe; `load_config` maps a YAML file plus dotted command-line overrides
-(`train.max_steps=1000`) onto them, checking every key and type (torchtune-style).
+model and training recipe, and whose `__post_init__` rejects out-of-range values by name.
+Reading YAML files and dotted command-line overrides onto them is `transformer.config_file`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import re
-import types
-import typing
 from dataclasses import dataclass, field
-from pathlib import Path
-
-import yaml
-
-_EXPONENT_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
 
 @dataclass(frozen=True)
@@ -76,10 +67,8 @@ class ModelConfig:
     eos_id: int = 3
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "d_model", "d_ff", "n_heads", "max_positions"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} ({getattr(self, name)}) must be at least 1")
-        for name in ("n_encoder_layers", "n_decoder_layers"):
+        sizes = ("vocab_size", "d_model", "d_ff", "n_heads", "max_positions")
+        for name in (*sizes, "n_encoder_layers", "n_decoder_layers"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} ({getattr(self, name)}) must be at least 1")
         if self.d_model % self.n_heads != 0:
@@ -321,146 +310,3 @@ class Config:
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
-
-
-def _coerce(value: object, annotation: object, key: str) -> object:
-    """Check `value` against a dataclass field type, converting YAML forms (lists, ints)."""
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        options = typing.get_args(annotation)
-        if value is None and type(None) in options:
-            return None
-        for option in options:
-            if option is type(None):
-                continue
-            try:
-                return _coerce(value, option, key)
-            except ValueError:
-                continue
-        raise ValueError(f"config key {key}: value {value!r} is not of type {annotation}")
-    if origin is tuple:
-        args = typing.get_args(annotation)
-        if not isinstance(value, list | tuple) or len(value) != len(args):
-            raise ValueError(
-                f"config key {key}: expected a list of {len(args)} values, got {value!r}"
-            )
-        return tuple(_coerce(v, a, key) for v, a in zip(value, args, strict=True))
-    if annotation is bool:
-        if isinstance(value, bool):
-            return value
-    elif annotation is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif annotation is float:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-        # YAML 1.1 (PyYAML) reads exponent forms without a dot, such as 1e-9, as strings.
-        if isinstance(value, str) and _EXPONENT_FLOAT.fullmatch(value.strip()):
-            return float(value)
-    elif annotation is str:
-        if isinstance(value, str):
-            return value
-    raise ValueError(
-        f"config key {key}: expected {getattr(annotation, '__name__', annotation)}, "
-        f"got {value!r} ({type(value).__name__})"
-    )
-
-
-def _build_section(cls: type, values: dict, section: str) -> object:
-    """Build one section's dataclass from a dict, rejecting unknown keys and wrong types."""
-    if not isinstance(values, dict):
-        raise ValueError(f"config section {section!r} must be a mapping, got {values!r}")
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
-    kwargs = {}
-    for key, value in values.items():
-        if key not in names:
-            raise ValueError(
-                f"unknown config key {section}.{key}; valid keys of {section!r}: "
-                + ", ".join(names)
-            )
-        kwargs[key] = _coerce(value, hints[key], f"{section}.{key}")
-    return cls(**kwargs)
-
-
-def _parse_override(text: str) -> tuple[str, str, object]:
-    """Split `section.key=value` into its parts, parsing the value as YAML."""
-    if "=" not in text or "." not in text.split("=", 1)[0]:
-        raise ValueError(f"override {text!r} must look like section.key=value")
-    dotted, raw = text.split("=", 1)
-    section, key = dotted.split(".", 1)
-    return section, key, yaml.safe_load(raw) if raw != "" else ""
-
-
-def config_from_dict(
-    raw: dict, overrides: list[str] | None = None, source: str = "config"
-) -> Config:
-    """Build a `Config` from a plain dict (as read from YAML) plus dotted overrides.
-
-    Args:
-        raw: Mapping of section name to a mapping of keys.
-        overrides: Strings such as `train.max_steps=1000`; values are parsed as YAML.
-        source: Where `raw` came from, for error messages.
-
-    Returns:
-        The checked `Config`.
-
-    Raises:
-        ValueError: an unknown section or key (listing the valid ones), a wrong type, or an
-            invalid value, naming the key.
-    """
-    raw = dict(raw or {})
-    sections = {f.name: f.type for f in dataclasses.fields(Config)}
-    hints = typing.get_type_hints(Config)
-    merged = {name: dict(raw.get(name) or {}) for name in sections}
-    for name in raw:
-        if name not in sections:
-            raise ValueError(
-                f"{source}: unknown config section {name!r}; valid sections: " + ", ".join(sections)
-            )
-    for text in overrides or []:
-        section, key, value = _parse_override(text)
-        if section not in sections:
-            raise ValueError(
-                f"override {text!r}: unknown section {section!r}; valid sections: "
-                + ", ".join(sections)
-            )
-        merged[section][key] = value
-    try:
-        built = {name: _build_section(hints[name], merged[name], name) for name in sections}
-    except (ValueError, TypeError) as error:
-        raise ValueError(f"{source}: {error}") from error
-    return Config(**built)
-
-
-def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
-    """Read a YAML config file and apply dotted overrides (see `config_from_dict`).
-
-    Raises:
-        FileNotFoundError: when `path` does not exist.
-        ValueError: on YAML syntax errors or invalid keys/values, naming the file.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"config file not found: {path}")
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as error:
-        raise ValueError(f"{path}: invalid YAML: {error}") from error
-    if not isinstance(raw, dict):
-        raise ValueError(f"{path}: top level must be a mapping of sections")
-    return config_from_dict(raw, overrides, source=str(path))
-
-
-def config_to_dict(config: Config) -> dict:
-    """The config as plain Python values (tuples as lists), ready for YAML or a checkpoint."""
-
-    def plain(value: object) -> object:
-        if isinstance(value, tuple):
-            return [plain(v) for v in value]
-        return value
-
-    return {
-        name: {k: plain(v) for k, v in dataclasses.asdict(getattr(config, name)).items()}
-        for name in ("model", "data", "train", "decode")
-    }

@@ -77,6 +77,12 @@ def read_lines(path: str | Path) -> list[str]:
         ) from error
     if text.startswith("\ufeff"):
         text = text[1:]
+    return split_lines(text)
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of `text` without line endings: only "\\n" separates lines ("\\r\\n" is
+    accepted), and a final line ending does not start another (empty) line."""
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()

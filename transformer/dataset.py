@@ -15,10 +15,10 @@ Example:
 Steps (section 5.1 of the paper, with SentencePiece in place of the authors' BPE tool):
 1. read the corpora (`transformer.corpus`), either direction of the same files;
 2. train one joint SentencePiece model on both sides of the training data, or reuse the one
-   already in `output_dir` (`spm.model`; `spm.src.model` + `spm.tgt.model` when
-   `shared_vocab` is false);
+   already in `output_dir` (`transformer.run_tokenizer`);
 3. encode every sentence once (SentencePiece batch encoding on all cores) and cache the ids as
-   flat numpy arrays with offsets, keyed by a hash of the input files and the model bytes;
+   flat numpy arrays with offsets, keyed by a hash of the input files and the model bytes
+   (`transformer.token_cache`);
 4. drop empty/whitespace pairs (from both sides), pairs with a side longer than `max_len`
    tokens, and optionally pairs whose length ratio exceeds `max_len_ratio`; every drop is
    counted and reported.
@@ -26,7 +26,6 @@ Steps (section 5.1 of the paper, with SentencePiece in place of the authors' BPE
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import time
 from collections.abc import Callable
@@ -37,10 +36,13 @@ import numpy as np
 
 from transformer.config import DataConfig
 from transformer.corpus import ParallelText, corpus_fingerprint, read_parallel
+from transformer.run_tokenizer import load_or_train_tokenizer, model_paths
+from transformer.token_cache import cache_path, load_arrays, save_arrays
 from transformer.tokenizer import Tokenizer
 
-CACHE_VERSION = 1
 ENCODE_CHUNK = 100_000
+# The arrays of an encoded corpus in its cache file, besides "blank" (empty-side pairs).
+_CACHED = ("src_tokens", "src_offsets", "tgt_tokens", "tgt_offsets")
 
 
 @dataclass
@@ -208,102 +210,6 @@ def filter_pairs(
     return data.select(keep), report
 
 
-def _cache_path(cache_dir: Path, split: str, fingerprint: str, tokenizer: Tokenizer) -> Path:
-    """Cache file keyed by the corpus content and both SentencePiece models."""
-    digest = hashlib.blake2b(digest_size=12)
-    for part in (
-        str(CACHE_VERSION).encode(),
-        fingerprint.encode(),
-        tokenizer.src_model_bytes,
-        tokenizer.tgt_model_bytes,
-    ):
-        digest.update(hashlib.blake2b(part).digest())
-    return cache_dir / f"{split}-{digest.hexdigest()}.npz"
-
-
-def _save_cache(path: Path, data: ParallelDataset, blank: np.ndarray) -> None:
-    """Write the encoded corpus atomically (tmp file + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as handle:
-        np.savez(
-            handle,
-            src_tokens=data.src_tokens,
-            src_offsets=data.src_offsets,
-            tgt_tokens=data.tgt_tokens,
-            tgt_offsets=data.tgt_offsets,
-            blank=blank,
-        )
-    tmp.replace(path)
-
-
-def _load_cache(path: Path) -> tuple[ParallelDataset, np.ndarray]:
-    with np.load(path) as arrays:
-        data = ParallelDataset(
-            arrays["src_tokens"],
-            arrays["src_offsets"],
-            arrays["tgt_tokens"],
-            arrays["tgt_offsets"],
-            np.arange(len(arrays["blank"]), dtype=np.int64),
-        )
-        return data, arrays["blank"]
-
-
-def _model_paths(output_dir: Path, shared: bool) -> list[Path]:
-    if shared:
-        return [output_dir / "spm.model"]
-    return [output_dir / "spm.src.model", output_dir / "spm.tgt.model"]
-
-
-def _get_tokenizer(
-    config: DataConfig, output_dir: Path, train_text: ParallelText | None, log
-) -> Tokenizer:
-    """Load the SentencePiece model(s) from `output_dir`, or train and save them."""
-    paths = _model_paths(output_dir, config.shared_vocab)
-    if all(path.is_file() for path in paths):
-        tokenizer = Tokenizer.from_file(*paths)
-        sizes = {tokenizer.src_vocab_size, tokenizer.tgt_vocab_size}
-        if sizes != {config.vocab_size}:
-            raise ValueError(
-                f"{paths[0]} has vocabulary size {sorted(sizes)} but data.vocab_size is "
-                f"{config.vocab_size}; delete the model or use another output directory"
-            )
-        log(f"reusing SentencePiece model {', '.join(map(str, paths))}")
-        return tokenizer
-    if train_text is None:
-        raise FileNotFoundError(
-            f"SentencePiece model not found: {paths[0]}; run prepare_data(train=True) "
-            "(training) in this output directory first"
-        )
-    pairs = zip(train_text.src, train_text.tgt, strict=True)
-    if not any(s.strip() and t.strip() for s, t in pairs):
-        raise ValueError(
-            f"training data {train_text.name!r} has no non-empty sentence pairs "
-            f"({len(train_text)} lines); nothing to train SentencePiece on"
-        )
-    start = time.perf_counter()
-    options = dict(
-        vocab_size=config.vocab_size,
-        model_type=config.spm_model_type,
-        input_sentence_size=config.spm_input_sentence_size,
-        character_coverage=config.spm_character_coverage,
-    )
-    if config.shared_vocab:
-        tokenizer = Tokenizer(
-            Tokenizer.train(itertools.chain(train_text.src, train_text.tgt), **options)
-        )
-    else:
-        tokenizer = Tokenizer(
-            Tokenizer.train(train_text.src, **options), Tokenizer.train(train_text.tgt, **options)
-        )
-    saved = tokenizer.save(output_dir)
-    log(
-        f"trained SentencePiece {config.spm_model_type} model(s) with {config.vocab_size} pieces "
-        f"in {time.perf_counter() - start:.1f} s -> {', '.join(map(str, saved))}"
-    )
-    return tokenizer
-
-
 def _encoded(
     split: str, text_or_spec, config: DataConfig, tokenizer: Tokenizer, cache_dir: Path, log
 ):
@@ -315,15 +221,18 @@ def _encoded(
             None,
             corpus_fingerprint(text_or_spec, config.source_lang, config.target_lang),
         )
-    path = _cache_path(cache_dir, split, fingerprint, tokenizer)
+    models = (tokenizer.src_model_bytes, tokenizer.tgt_model_bytes)
+    path = cache_path(cache_dir, split, fingerprint, models)
     if path.is_file():
         log(f"{split}: loaded cached token ids {path}")
-        return _load_cache(path)
+        arrays = load_arrays(path)
+        lines = np.arange(len(arrays["blank"]), dtype=np.int64)
+        return ParallelDataset(*(arrays[name] for name in _CACHED), lines), arrays["blank"]
     if text is None:
         text = read_parallel(text_or_spec, config.source_lang, config.target_lang)
     start = time.perf_counter()
     data, blank = encode_corpus(text, tokenizer)
-    _save_cache(path, data, blank)
+    save_arrays(path, {**{name: getattr(data, name) for name in _CACHED}, "blank": blank})
     log(f"{split}: encoded {len(text)} pairs in {time.perf_counter() - start:.1f} s -> {path}")
     return data, blank
 
@@ -368,9 +277,9 @@ def prepare_data(
     output_dir.mkdir(parents=True, exist_ok=True)
     cache_dir = Path(config.cache_dir) if config.cache_dir else output_dir / "cache"
     train_text = None
-    if train and not all(p.is_file() for p in _model_paths(output_dir, config.shared_vocab)):
+    if train and not all(p.is_file() for p in model_paths(output_dir, config.shared_vocab)):
         train_text = read_parallel(config.train, config.source_lang, config.target_lang)
-    tokenizer = _get_tokenizer(config, output_dir, train_text, log)
+    tokenizer = load_or_train_tokenizer(config, output_dir, train_text, log)
     result = PreparedData(tokenizer, None, None, [], [])
     if train:
         source = train_text if train_text is not None else config.train

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from transformer.config import load_config
+from transformer.config_file import load_config
 from transformer.distributed import init_distributed, shutdown
 from transformer.trainer import NonFiniteLossError, Trainer
 

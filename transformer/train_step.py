@@ -49,24 +49,24 @@ class UpdateResult:
 class UpdateStep:
     """Callable that performs one update; built once per training run.
 
+    In a distributed job the forward pass goes through a DistributedDataParallel wrapper of
+    `model` (gradients are averaged over processes); with `compile`, through torch.compile.
+
     Args:
         model: The un-wrapped model (its parameters are clipped and stepped).
-        forward_model: What to call for the forward pass (the model, DDP and/or compiled).
-        ddp: The DistributedDataParallel wrapper (for `no_sync`), or None.
         optimizer, schedule, scaler: Adam, its LR schedule, the (possibly disabled) scaler.
         context: This process's place in the job.
         precision: Resolved precision ("fp32", "bf16", "fp16").
         label_smoothing: epsilon_ls.
         pad_id: Padding id of the target.
         clip_norm: Gradient-norm clipping threshold, or None.
+        compile: Run the forward pass through torch.compile.
     """
 
     def __init__(
         self,
         *,
         model: torch.nn.Module,
-        forward_model: torch.nn.Module,
-        ddp: torch.nn.parallel.DistributedDataParallel | None,
         optimizer: torch.optim.Optimizer,
         schedule: LRSchedule,
         scaler: torch.amp.GradScaler,
@@ -75,8 +75,15 @@ class UpdateStep:
         label_smoothing: float,
         pad_id: int,
         clip_norm: float | None,
+        compile: bool = False,
     ) -> None:
-        self.model, self.forward_model, self.ddp = model, forward_model, ddp
+        self.model, self.ddp = model, None
+        forward_model: torch.nn.Module = model
+        if context.enabled:
+            device_ids = [context.device] if context.device.type == "cuda" else None
+            self.ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
+            forward_model = self.ddp
+        self.forward_model = torch.compile(forward_model) if compile else forward_model
         self.optimizer, self.schedule, self.scaler = optimizer, schedule, scaler
         self.context, self.device, self.precision = context, context.device, precision
         self.label_smoothing, self.pad_id, self.clip_norm = label_smoothing, pad_id, clip_norm

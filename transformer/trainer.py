@@ -23,38 +23,19 @@ import torch
 from tqdm import tqdm
 
 from transformer.batching import BatchIterator
-from transformer.checkpoint import (
-    capture_rng_state,
-    read_checkpoint,
-    restore_rng_state,
-    unwrap_model,
-)
-from transformer.config import Config, ModelConfig, TrainConfig, config_to_dict
+from transformer.config import Config, ModelConfig, TrainConfig
+from transformer.config_file import config_to_dict
 from transformer.dataset import prepare_data
-from transformer.distributed import (
-    DistributedContext,
-    all_gather_object,
-    barrier,
-    broadcast_object,
-    resolve_device,
-)
-from transformer.metrics import MetricsLog, TrainWindow
+from transformer.distributed import DistributedContext, barrier, resolve_device
+from transformer.metrics import MetricsLog
 from transformer.model import Transformer
 from transformer.optim import build_lr_schedule, build_optimizer
-from transformer.precision import autocast, grad_scaler, resolve_precision
+from transformer.precision import grad_scaler, resolve_precision
+from transformer.progress import TrainProgress
 from transformer.run_directory import RunDirectory
 from transformer.train_step import UpdateResult, UpdateStep
-from transformer.training_state import (
-    TrainState,
-    restore_training_checkpoint,
-    seed_everything,
-    training_checkpoint,
-)
-from transformer.validation import (
-    is_improvement,
-    validation_bleu,
-    validation_loss,
-)
+from transformer.training_state import TrainingCheckpoints, TrainState, seed_everything
+from transformer.validation import Validator
 
 # With skip_nonfinite, this many non-finite updates in a row still stop training.
 MAX_CONSECUTIVE_SKIPS = 100
@@ -156,35 +137,27 @@ class Trainer:
             world_size=world,
             **ids,
         )
-        self.valid_batches = None
-        if self.prepared.valid is not None and train.validate_interval_steps > 0:
-            self.valid_batches = BatchIterator(
-                self.prepared.valid, train.max_tokens, shuffle=False, **ids
-            )
-        self.state = TrainState()
         self.metrics = MetricsLog(self.run_dir.metrics_path)
-        if resume and self.run_dir.last_path.is_file():
-            self._resume()
-        else:
-            if self.context.is_main:
-                if self.run_dir.last_path.is_file():
-                    self.log(
-                        f"starting fresh in {self.run_dir.path} (existing checkpoints ignored)"
-                    )
-                self.metrics.truncate_after(0)
-            if self.context.enabled:  # identical initial weights, different dropout masks
-                torch.manual_seed(train.seed + rank)
-
-        self.ddp = None
-        forward_model: torch.nn.Module = self.model
-        if self.context.enabled:
-            device_ids = [self.device] if self.device.type == "cuda" else None
-            self.ddp = torch.nn.parallel.DistributedDataParallel(self.model, device_ids=device_ids)
-            forward_model = self.ddp
+        self.validator = None
+        if self.prepared.valid is not None and train.validate_interval_steps > 0:
+            self.validator = Validator(
+                self.prepared, self.config, self.context, self.precision, self.metrics, self.log
+            )
+        self.checkpoints = TrainingCheckpoints(
+            self.run_dir,
+            self.context,
+            self.config,
+            self.tokenizer,
+            self.precision,
+            self.model,
+            self.optimizer,
+            self.schedule,
+            self.scaler,
+            self.batches,
+        )
+        self.state = self.checkpoints.start(resume, self.metrics, self.log)
         self.update = UpdateStep(
             model=self.model,
-            forward_model=torch.compile(forward_model) if train.compile else forward_model,
-            ddp=self.ddp,
             optimizer=self.optimizer,
             schedule=self.schedule,
             scaler=self.scaler,
@@ -193,115 +166,22 @@ class Trainer:
             label_smoothing=train.label_smoothing,
             pad_id=self.config.model.pad_id,
             clip_norm=train.clip_norm,
+            compile=train.compile,
         )
 
     def checkpoint_state(self) -> dict | None:
         """The full checkpoint dict on rank 0 (None elsewhere); collective: call on all ranks."""
-        rng = all_gather_object(capture_rng_state(), self.context)
-        if not self.context.is_main:
-            return None
-        return training_checkpoint(
-            model=self.model,
-            config=self.config,
-            tokenizer=self.tokenizer,
-            optimizer=self.optimizer,
-            schedule=self.schedule,
-            scaler=self.scaler,
-            batches=self.batches,
-            rng=rng,
-            state=self.state,
-            precision=self.precision,
-        )
-
-    def _resume(self) -> None:
-        path = self.run_dir.last_path
-        checkpoint = read_checkpoint(path, map_location=self.device)
-        self.state = restore_training_checkpoint(
-            checkpoint,
-            path,
-            model=self.model,
-            optimizer=self.optimizer,
-            schedule=self.schedule,
-            scaler=self.scaler,
-            batches=self.batches,
-        )
-        rng = checkpoint["rng"]
-        if len(rng) == self.context.world_size:
-            restore_rng_state(rng[self.context.rank])
-        else:
-            self.log(
-                f"{path} was written by {len(rng)} process(es), now {self.context.world_size}: "
-                "random states are re-seeded, so the run will not repeat bit for bit"
-            )
-            seed_everything(self.config.train.seed + self.state.step + self.context.rank)
-        if self.context.is_main:
-            self.metrics.truncate_after(self.state.step)
-        self.log(f"resumed from {path} at step {self.state.step}")
+        return self.checkpoints.state(self.state)
 
     def _save(self, numbered: bool, best: bool) -> None:
         """Write checkpoint_last.pt (and numbered / best ones); collective."""
-        self.state.elapsed_seconds = self._elapsed()
-        state = self.checkpoint_state()
-        if state is None:
-            return
-        if numbered or not best:
-            keep = self.config.train.keep_last
-            self.run_dir.save(state, self.state.step, keep, numbered=numbered, best=best)
-        else:
-            self.run_dir.save_best(state)
+        self.state.elapsed_seconds = self.progress.elapsed()
+        self.checkpoints.save(self.state, numbered, best)
 
-    def validate(self) -> dict:
-        """Validation loss, perplexity and (unless disabled) greedy BLEU, computed on rank 0
-        and broadcast, so that every process takes the same best/early-stop decisions."""
-        train = self.config.train
-        metrics = None
-        if self.context.is_main:
-            model = unwrap_model(self.model)
-            precision = autocast(self.precision, self.device)
-            metrics = validation_loss(
-                model,
-                self.valid_batches.epoch(1),
-                train.label_smoothing,
-                self.config.model.pad_id,
-                self.device,
-                precision,
-            )
-            n = train.valid_bleu_sentences
-            if n != 0:
-                src = self.prepared.valid_src_text[:n] if n else self.prepared.valid_src_text
-                ref = self.prepared.valid_ref_text[: len(src)]
-                lang = self.config.data.target_lang
-                with autocast(self.precision, self.device):
-                    scores = validation_bleu(
-                        model, self.tokenizer, src, ref, lang, self.device, self.config.decode
-                    )
-                metrics.update(scores)
-            model.train()
-        return broadcast_object(metrics, self.context)
-
-    def _record_validation(self, metrics: dict) -> tuple[bool, bool]:
-        """Update the best/early-stopping counters and log. Returns (is_best, stop_early)."""
-        train, state = self.config.train, self.state
-        is_best = is_improvement(train.best_metric, metrics[train.best_metric], state.best_metric)
-        if is_best:
-            state.best_metric, state.best_step = metrics[train.best_metric], state.step
-            state.bad_validations = 0
-        else:
-            state.bad_validations += 1
-        patience = train.early_stop_patience
-        stop_early = patience is not None and state.bad_validations >= patience
-        if self.context.is_main:
-            record = {"type": "valid", "step": state.step, **metrics, "best": is_best}
-            self.metrics.write({**record, "elapsed_minutes": self._elapsed() / 60})
-            shown = " ".join(
-                f"{k} {metrics[k]:.4g}" for k in ("loss", "ppl", "bleu") if k in metrics
-            )
-            self.log(f"validation at step {state.step}: {shown}" + (" (best)" if is_best else ""))
-        return is_best, stop_early
-
-    def _elapsed(self) -> float:
-        """Training wall time in seconds, including earlier runs of a resumed job."""
-        return self._elapsed_before + time.monotonic() - self._started
+    def _validate(self) -> tuple[bool, bool]:
+        """Validate and update the best/early-stopping counters. Returns (is_best, stop_early)."""
+        metrics = self.validator.validate(self.model)
+        return self.validator.record(metrics, self.state, self.progress.elapsed() / 60)
 
     def _describe(self) -> None:
         """Print what will run: device, precision, model size, effective batch."""
@@ -331,16 +211,11 @@ class Trainer:
         if self.context.is_main:
             self.run_dir.write_config(config_to_dict(self.config))
             self._describe()
-        self._started, self._elapsed_before = time.monotonic(), state.elapsed_seconds
-        last_save, saved_step, validated_step = time.monotonic(), state.step, state.step
-        consecutive_skips, window, stream, stop = 0, TrainWindow(), iter(self.batches), None
-        bar = tqdm(
-            total=train.max_steps,
-            initial=state.step,
-            disable=not self.context.is_main,
-            desc="train",
-            dynamic_ncols=True,
+        self.progress = progress = TrainProgress(
+            self.metrics, train.max_steps, state.step, state.elapsed_seconds, self.context.is_main
         )
+        last_save, saved_step, validated_step = time.monotonic(), state.step, state.step
+        consecutive_skips, stream, stop = 0, iter(self.batches), None
         while stop is None:
             if state.step >= train.max_steps:
                 stop = "max_steps"
@@ -353,7 +228,7 @@ class Trainer:
                 break
             micro_batches = [next(stream) for _ in range(self.update_freq)]
             lr = self.schedule.lr
-            time_up = train.max_minutes is not None and self._elapsed() >= train.max_minutes * 60
+            time_up = train.max_minutes is not None and progress.elapsed() >= train.max_minutes * 60
             save_due = train.save_interval_minutes is not None and (
                 time.monotonic() - last_save >= train.save_interval_minutes * 60
             )
@@ -366,18 +241,18 @@ class Trainer:
                 self._handle_nonfinite(result, consecutive_skips)
             if not result.applied:
                 continue
-            bar.update(1)
-            window.add(result.loss_sum, result.nll_sum, result.tokens)
+            progress.add(result)
             if state.step % train.log_interval_steps == 0 or state.step == train.max_steps:
-                self._log_train(window, lr, result, bar)
+                epoch = self.batches.state_dict()["epoch"]
+                progress.write(state.step, lr, epoch, state.skipped_updates, result.grad_norm)
             is_best = stop_early = False
-            if self.valid_batches is not None and state.step % train.validate_interval_steps == 0:
-                is_best, stop_early = self._record_validation(self.validate())
+            if self.validator is not None and state.step % train.validate_interval_steps == 0:
+                is_best, stop_early = self._validate()
                 validated_step = state.step
             if time_up or stop_early or state.step >= train.max_steps:
                 stop = "max_minutes" if time_up else "early_stopping" if stop_early else "max_steps"
-                if self.valid_batches is not None and validated_step != state.step:
-                    is_best, _ = self._record_validation(self.validate())
+                if self.validator is not None and validated_step != state.step:
+                    is_best, _ = self._validate()
             periodic = (
                 bool(train.save_interval_steps) and state.step % train.save_interval_steps == 0
             )
@@ -386,7 +261,7 @@ class Trainer:
                 saved_step, last_save = state.step, time.monotonic()
             elif is_best:
                 self._save(numbered=False, best=True)
-        bar.close()
+        progress.close()
         if saved_step != state.step:
             self._save(numbered=True, best=False)
         state.stop_reason = stop
@@ -395,24 +270,6 @@ class Trainer:
             best = f"; best {train.best_metric} {state.best_metric:.4g} at step {state.best_step}"
         self.log(f"stopped at step {state.step} ({stop}){best}")
         return state
-
-    def _log_train(self, window: TrainWindow, lr: float, result: UpdateResult, bar: tqdm) -> None:
-        """Write the metrics.jsonl record of the updates since the last one."""
-        record = window.record(self.state.step, lr)
-        record["epoch"] = self.batches.state_dict()["epoch"]
-        record["skipped_updates"] = self.state.skipped_updates
-        record["elapsed_minutes"] = self._elapsed() / 60
-        if result.grad_norm is not None:
-            record["grad_norm"] = result.grad_norm
-        if self.context.is_main:
-            self.metrics.write(record)
-            bar.set_postfix(
-                loss=f"{record['loss']:.3f}",
-                lr=f"{lr:.2e}",
-                tok_s=f"{record['tokens_per_second']:.0f}",
-                refresh=False,
-            )
-        window.reset()
 
     def _handle_nonfinite(self, result: UpdateResult, consecutive: int) -> None:
         """Skip and count the update (`skip_nonfinite`), or stop with a clear message."""

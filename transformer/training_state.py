@@ -4,20 +4,36 @@
 weights, model config, full config, SentencePiece model(s), optimizer, LR schedule, gradient
 scaler, step and progress counters, the batch iterator's position, and every process's RNG
 states. `restore_training_checkpoint` loads it back into freshly built components, so that a
-resumed run continues exactly as if it had not stopped.
+resumed run continues exactly as if it had not stopped. `TrainingCheckpoints` does both for
+the processes of a training job, in its run directory, and starts a job fresh or resumed.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from transformer.checkpoint import FORMAT_VERSION, strip_wrapper_prefixes, unwrap_model
-from transformer.config import Config, config_to_dict
+from transformer.batching import BatchIterator
+from transformer.checkpoint import (
+    FORMAT_VERSION,
+    capture_rng_state,
+    read_checkpoint,
+    restore_rng_state,
+    strip_wrapper_prefixes,
+    unwrap_model,
+)
+from transformer.config import Config
+from transformer.config_file import config_to_dict
+from transformer.distributed import DistributedContext, all_gather_object
+from transformer.metrics import MetricsLog
+from transformer.optim import LRSchedule
+from transformer.run_directory import RunDirectory
+from transformer.tokenizer import Tokenizer
 
 
 @dataclasses.dataclass
@@ -124,3 +140,119 @@ def restore_training_checkpoint(
         scaler.load_state_dict(checkpoint["scaler"])
     batches.load_state_dict(checkpoint["data_position"])
     return TrainState(**checkpoint["train_state"])
+
+
+@dataclasses.dataclass
+class TrainingCheckpoints:
+    """Writes and restores the checkpoints of one training job; every method is collective.
+
+    Attributes:
+        run_dir: The run directory.
+        context: This process's place in the job.
+        config: The full resolved config.
+        tokenizer: The run's tokenizer.
+        precision: The resolved precision.
+        model, optimizer, schedule, scaler, batches: The components a checkpoint restores.
+    """
+
+    run_dir: RunDirectory
+    context: DistributedContext
+    config: Config
+    tokenizer: Tokenizer
+    precision: str
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    schedule: LRSchedule
+    scaler: torch.amp.GradScaler
+    batches: BatchIterator
+
+    def state(self, state: TrainState) -> dict | None:
+        """The full checkpoint dict on rank 0 (None elsewhere)."""
+        rng = all_gather_object(capture_rng_state(), self.context)
+        if not self.context.is_main:
+            return None
+        return training_checkpoint(
+            model=self.model,
+            config=self.config,
+            tokenizer=self.tokenizer,
+            optimizer=self.optimizer,
+            schedule=self.schedule,
+            scaler=self.scaler,
+            batches=self.batches,
+            rng=rng,
+            state=state,
+            precision=self.precision,
+        )
+
+    def save(self, state: TrainState, numbered: bool, best: bool) -> None:
+        """Write checkpoint_last.pt (and a numbered and/or the best one) from rank 0."""
+        checkpoint = self.state(state)
+        if checkpoint is None:
+            return
+        if numbered or not best:
+            keep = self.config.train.keep_last
+            self.run_dir.save(checkpoint, state.step, keep, numbered=numbered, best=best)
+        else:
+            self.run_dir.save_best(checkpoint)
+
+    def start(self, resume: bool, metrics: MetricsLog, log: Callable[[str], None]) -> TrainState:
+        """The counters to start from: checkpoint_last.pt's with `resume` (see `resume`), else
+        fresh ones. Drops the metrics.jsonl records of later steps (rank 0).
+
+        Args:
+            resume: Continue from checkpoint_last.pt when it exists.
+            metrics: The run's metrics log.
+            log: Receives one-line messages.
+
+        Raises:
+            ValueError: when the checkpoint does not fit the model, naming the file.
+        """
+        last = self.run_dir.last_path
+        if resume and last.is_file():
+            state = self.resume(log)
+            if self.context.is_main:
+                metrics.truncate_after(state.step)
+            log(f"resumed from {last} at step {state.step}")
+            return state
+        if self.context.is_main:
+            if last.is_file():
+                log(f"starting fresh in {self.run_dir.path} (existing checkpoints ignored)")
+            metrics.truncate_after(0)
+        if self.context.enabled:  # identical initial weights, different dropout masks
+            torch.manual_seed(self.config.train.seed + self.context.rank)
+        return TrainState()
+
+    def resume(self, log: Callable[[str], None]) -> TrainState:
+        """Restore every component and this process's RNG states from checkpoint_last.pt.
+
+        Args:
+            log: Receives a warning when the job has another number of processes than the
+                one that wrote the checkpoint (RNG states are then re-seeded).
+
+        Returns:
+            The saved progress counters.
+
+        Raises:
+            ValueError: when the checkpoint does not fit the model, naming the file.
+        """
+        path = self.run_dir.last_path
+        checkpoint = read_checkpoint(path, map_location=self.context.device)
+        state = restore_training_checkpoint(
+            checkpoint,
+            path,
+            model=self.model,
+            optimizer=self.optimizer,
+            schedule=self.schedule,
+            scaler=self.scaler,
+            batches=self.batches,
+        )
+        rng = checkpoint["rng"]
+        if len(rng) == self.context.world_size:
+            restore_rng_state(rng[self.context.rank])
+        else:
+            log(
+                f"{path} was written by {len(rng)} process(es), now {self.context.world_size}: "
+                "random states are re-seeded, so the run will not repeat bit for bit"
+            )
+            seed_everything(self.config.train.seed + state.step + self.context.rank)
+        return state

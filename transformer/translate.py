@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from transformer.config import DecodeConfig
-from transformer.corpus import read_lines
+from transformer.corpus import read_lines, split_lines
 
 
 def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
@@ -85,11 +85,7 @@ def decoding_settings(args: argparse.Namespace, decode: DecodeConfig | None) -> 
 
 def _read_stdin_lines() -> list[str]:
     """Lines of stdin as UTF-8; only "\\n" separates lines (as `corpus.read_lines`)."""
-    text = sys.stdin.buffer.read().decode("utf-8")
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    return split_lines(sys.stdin.buffer.read().decode("utf-8"))
 
 
 def _one_line(text: str) -> str:

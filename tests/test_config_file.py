@@ -1,0 +1,82 @@
+"""Config files: YAML + dotted overrides onto the dataclasses, with errors naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from transformer.config import Config
+from transformer.config_file import config_from_dict, config_to_dict, load_config
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_config_loads(path):
+    assert isinstance(load_config(path), Config)
+
+
+def test_tiny_config_is_small():
+    config = load_config(CONFIGS / "tiny.yaml")
+    assert config.model.d_model == 64
+    assert config.model.n_encoder_layers == config.model.n_decoder_layers == 2
+
+
+def test_overrides_are_parsed_as_yaml_and_type_checked():
+    config = config_from_dict(
+        {"train": {"max_steps": 5}},
+        [
+            "train.max_steps=1000",
+            "model.dropout=0.3",
+            "train.adam_eps=1e-8",
+            "data.valid=null",
+            "train.adam_betas=[0.9, 0.997]",
+        ],
+    )
+    assert config.train.max_steps == 1000 and config.model.dropout == 0.3
+    assert config.train.adam_eps == 1e-8  # YAML 1.1 reads 1e-8 as a string; accepted as float
+    assert config.data.valid is None
+    assert config.train.adam_betas == (0.9, 0.997)
+
+
+def test_unknown_key_lists_the_valid_keys_of_its_section():
+    with pytest.raises(ValueError) as error:
+        config_from_dict({"train": {"max_stepz": 3}})
+    message = str(error.value)
+    assert "train.max_stepz" in message
+    for key in ("max_steps", "warmup_steps", "label_smoothing"):
+        assert key in message
+    with pytest.raises(ValueError, match="valid sections"):
+        config_from_dict({"trian": {}})
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("train.max_steps=many", "train.max_steps"),
+        ("train.compile=3", "train.compile"),
+        ("model.d_model=5.5", "model.d_model"),
+        ("train.adam_betas=0.9", "train.adam_betas"),
+    ],
+)
+def test_wrong_type_names_the_key(override, key):
+    with pytest.raises(ValueError, match=key.replace(".", r"\.")):
+        config_from_dict({}, [override])
+
+
+def test_yaml_round_trip(tmp_path):
+    config = config_from_dict({}, ["train.max_steps=7", "model.d_model=64", "model.n_heads=4"])
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(config_to_dict(config)))
+    assert load_config(path) == config
+
+
+def test_missing_file_and_bad_yaml(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.yaml"):
+        load_config(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("train: [unclosed")
+    with pytest.raises(ValueError, match="bad.yaml"):
+        load_config(bad)
