@@ -110,3 +110,29 @@ def test_mismatched_checkpoints_name_the_key(tmp_path, spm_bytes, capsys):
     assert main(["--inputs", str(a), str(c), "--output", str(tmp_path / "x.pt")]) == 2
     assert "extra.buffer" in capsys.readouterr().err
     assert main(["--last", "5", "--dir", str(tmp_path), "--output", str(tmp_path / "y.pt")]) == 2
+
+
+def test_different_vocabulary_or_model_config_names_both_files(tmp_path, spm_bytes):
+    a = _write(tmp_path / "a.pt", spm_bytes, 1.0, 1)
+    other_spm = Tokenizer.train(["the cat sat on the mat", "die katze"] * 40, vocab_size=40)
+    b = _write(tmp_path / "b.pt", other_spm, 1.0, 2)
+    with pytest.raises(ValueError, match=r"b\.pt and .*a\.pt have a different SentencePiece"):
+        average_checkpoints([a, b])
+    state = read_checkpoint(a)
+    state["tgt_spm_model"] = other_spm
+    save_checkpoint(state, tmp_path / "c.pt")
+    with pytest.raises(ValueError, match=r"c\.pt and .*a\.pt have a different target"):
+        average_checkpoints([a, tmp_path / "c.pt"])
+    dropout = _write(tmp_path / "d.pt", spm_bytes, 1.0, 3, dataclasses.replace(CONFIG, dropout=0.3))
+    with pytest.raises(ValueError, match=r"d\.pt and .*a\.pt have a different model config"):
+        average_checkpoints([a, dropout])
+
+
+def test_output_parents_are_created_and_a_directory_is_refused(tmp_path, spm_bytes, capsys):
+    a = _write(tmp_path / "a.pt", spm_bytes, 1.0, 1)
+    output = tmp_path / "new" / "dir" / "avg.pt"
+    assert main(["--inputs", str(a), "--output", str(output)]) == 0
+    assert read_checkpoint(output)["step"] == 1
+    capsys.readouterr()
+    assert main(["--inputs", str(a), "--output", str(tmp_path)]) == 2
+    assert f"--output {tmp_path} is a directory" in capsys.readouterr().err

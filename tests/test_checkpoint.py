@@ -162,3 +162,34 @@ def test_rng_state_round_trip_through_a_weights_only_checkpoint(tmp_path):
     after = (random.random(), np.random.rand(), torch.rand(3))
     assert before[0] == after[0] and before[1] == after[1]
     assert torch.equal(before[2], after[2])
+
+
+@pytest.mark.parametrize(
+    "content", [b"hello world\n", b"model: 5\n", b"", b"\x00" * 10, b"PK\x03\x04junk"]
+)
+def test_text_and_empty_files_are_not_readable_checkpoints(tmp_path, content):
+    path = tmp_path / "notes.pt"
+    path.write_bytes(content)
+    with pytest.raises(ValueError) as error:
+        read_checkpoint(path)
+    message = str(error.value)
+    assert message.startswith(f"{path}: not a readable checkpoint")
+    assert "weights_only" not in message and "\n" not in message
+    if not content:
+        assert message.endswith("the file is empty (0 bytes)")
+
+
+def test_arbitrary_objects_message_omits_the_weights_only_false_advice(tmp_path, spm_bytes):
+    path = tmp_path / "evil.pt"
+    torch.save({**_checkpoint(_model(), spm_bytes), "extra": _Payload()}, path)
+    with pytest.raises(ValueError) as error:
+        read_checkpoint(path)
+    assert "Unsupported global" in str(error.value)
+    assert "weights_only" not in str(error.value)
+
+
+def test_tampered_spm_bytes_name_the_checkpoint(tmp_path, spm_bytes):
+    path = tmp_path / "tampered.pt"
+    torch.save(_checkpoint(_model(), b"not a sentencepiece model"), path)
+    with pytest.raises(ValueError, match=rf"^{path}: .*SentencePiece"):
+        load_checkpoint(path)

@@ -29,3 +29,26 @@ def test_defaults_are_the_papers_recipe():
 def test_out_of_range_train_values_name_the_key(override, key):
     with pytest.raises(ValueError, match=key.replace(".", r"\.")):
         config_from_dict({}, [override])
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("beam_size", 0),
+        ("max_tokens", 0),
+        ("length_penalty", -0.1),
+        ("length_penalty", float("nan")),
+        ("length_penalty", float("inf")),
+        ("length_penalty_style", "linear"),
+        ("max_len_a", -1.0),
+        ("max_len_b", -1),
+    ],
+)
+def test_out_of_range_decode_values_name_the_key(key, value):
+    with pytest.raises(ValueError, match=rf"decode\.{key}"):
+        config_from_dict({"decode": {key: value}})
+
+
+def test_data_vocab_size_below_the_special_tokens_is_named():
+    with pytest.raises(ValueError, match=r"data\.vocab_size \(3\)"):
+        config_from_dict({"data": {"vocab_size": 3}})

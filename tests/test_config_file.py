@@ -80,3 +80,34 @@ def test_missing_file_and_bad_yaml(tmp_path):
     bad.write_text("train: [unclosed")
     with pytest.raises(ValueError, match="bad.yaml"):
         load_config(bad)
+
+
+def test_section_that_is_not_a_mapping_names_file_and_section(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("model: 5\n")
+    with pytest.raises(ValueError, match=r"c\.yaml: config section 'model' must be a mapping"):
+        load_config(path)
+
+
+def test_non_utf8_config_message_starts_with_the_file_name(tmp_path):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("train:\n  output_dir: caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ValueError) as error:
+        load_config(path)
+    assert str(error.value).startswith(f"{path}: not a UTF-8 text file")
+
+
+def test_override_errors_blame_the_override_not_the_file(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("train:\n  max_steps: 10\n")
+    for override in ("train.nope=1", "train.max_steps=many", "train.max_steps=0"):
+        with pytest.raises(ValueError) as error:
+            load_config(path, [override])
+        assert f"command-line override '{override}'" in str(error.value)
+    with pytest.raises(ValueError) as error:
+        load_config(path, ["nope.x=1"])
+    assert str(error.value).startswith("command-line override 'nope.x=1'")
+    path.write_text("train:\n  nope: 1\n")
+    with pytest.raises(ValueError) as error:
+        load_config(path, ["train.max_steps=5"])
+    assert str(error.value).startswith(f"{path}: unknown config key train.nope")

@@ -128,3 +128,25 @@ def test_real_test_set_scores_equal_sacrebleu(shared_data, tmp_path, capsys):
     assert scores["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs]).score)
     assert main(["--hyp", str(ref), "--ref", str(ref)]) == 0
     assert "sacreBLEU BLEU  = 100.00" in capsys.readouterr().out
+
+
+def test_empty_files_say_there_is_nothing_to_score(tmp_path, capsys):
+    empty = tmp_path / "e"
+    empty.write_text("")
+    assert main(["--hyp", str(empty), "--ref", str(empty)]) == 1
+    error = capsys.readouterr().err
+    assert error == f"transformer-evaluate: error: nothing to score: {empty} is empty\n"
+    never = str(tmp_path / "never-read.pt")
+    assert main(["--checkpoint", never, "--src", str(empty), "--ref", str(empty)]) == 1
+    assert f"nothing to score: {empty} is empty" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "option, value", [("--beam-size", "0"), ("--length-penalty", "nan"), ("--max-len-b", "-2")]
+)
+def test_decoding_options_are_checked_first(tmp_path, capsys, option, value):
+    src = write_lines(tmp_path / "s.en", ["a man ."])
+    never = str(tmp_path / "never-read.pt")
+    argv = ["--checkpoint", never, "--src", str(src), "--ref", str(src), option, value]
+    assert main(argv) == 1
+    assert capsys.readouterr().err.startswith(f"transformer-evaluate: error: {option} (")

@@ -60,3 +60,12 @@ def test_clear_errors(text, tmp_path):
     bigger = DataConfig(vocab_size=VOCAB + 1)
     with pytest.raises(ValueError, match="vocabulary size"):
         load_or_train_tokenizer(bigger, tmp_path, text, print)
+
+
+def test_too_small_or_too_large_vocab_size_names_data_vocab_size(tmp_path):
+    with pytest.raises(ValueError, match=r"data\.vocab_size \(3\) must be at least 5"):
+        DataConfig(vocab_size=3)
+    small = ParallelText(["a man rides a bike"] * 20, ["ein mann fährt rad"] * 20, "tiny", "fp")
+    for size in (6, 5000):
+        with pytest.raises(ValueError, match=rf"data\.vocab_size \({size}\) does not fit"):
+            load_or_train_tokenizer(DataConfig(vocab_size=size), tmp_path, small, log=print)

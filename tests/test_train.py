@@ -271,3 +271,13 @@ def test_cuda_with_automatic_precision(tmp_path, shared_data, monkeypatch):
     assert trainer.train().step == 5
     model, _, _ = load_checkpoint(tmp_path / "checkpoint_last.pt", device="cuda")
     assert next(model.parameters()).is_cuda
+
+
+def test_output_dir_under_a_regular_file_names_train_output_dir(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    argv = ["--config", str(TINY), f"train.output_dir={blocker / 'run'}", "train.device=cpu"]
+    assert main(argv) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("transformer-train: error: train.output_dir")
+    assert "cannot be created" in error and "\n" not in error

@@ -10,7 +10,7 @@ import pytest
 
 from tests.test_translator import model, synthetic_sentences, tokenizer, write_checkpoint  # noqa: F401
 from transformer.config import DecodeConfig
-from transformer.translate import build_parser, decoding_settings, main
+from transformer.translate import _exactly, build_parser, decoding_settings, main, warn_capped_lines
 from transformer.translator import Translator
 
 
@@ -49,8 +49,8 @@ def test_stdin_to_stdout_and_nbest_format(checkpoint, monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode("utf-8"))))
     assert main(["--checkpoint", str(checkpoint), "--max-len-b", "8", "--nbest", "2"]) == 0
     rows = [line.split(" ||| ") for line in capsys.readouterr().out.splitlines()]
-    assert [int(r[0]) for r in rows] == [0, 0, 1, 2, 2, 3, 3]  # the empty line gives one entry
-    assert rows[2] == ["1", "", "0.000000"]
+    assert [int(r[0]) for r in rows] == [0, 0, 1, 1, 2, 2, 3, 3]  # N lines per input line
+    assert rows[2] == rows[3] == ["1", "", "0.000000"]
     assert float(rows[0][2]) >= float(rows[1][2])
 
 
@@ -96,3 +96,53 @@ def test_unset_options_come_from_the_checkpoint_decode_section():
     }
     paper = decoding_settings(build_parser().parse_args(["--checkpoint", "c.pt"]), None)
     assert (paper["beam_size"], paper["length_penalty"], paper["max_len_b"]) == (4, 0.6, 50)
+
+
+def test_nbest_pads_to_exactly_n_lines():
+    assert _exactly([("", 0.0)], 3, blank=True) == [("", 0.0)] * 3
+    assert _exactly([("a", -1.0)], 3, blank=False) == [("a", -1.0)] + [("", float("-inf"))] * 2
+    assert _exactly([("a", -1.0), ("b", -2.0)], 2, blank=False) == [("a", -1.0), ("b", -2.0)]
+
+
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("--beam-size", "0"),
+        ("--max-tokens", "0"),
+        ("--length-penalty", "nan"),
+        ("--length-penalty", "-0.5"),
+        ("--max-len-a", "-1"),
+        ("--max-len-b", "-1"),
+    ],
+)
+def test_decoding_options_are_checked_before_the_model_loads(tmp_path, capsys, option, value):
+    missing = str(tmp_path / "never-read.pt")
+    assert main(["--checkpoint", missing, option, value]) == 1
+    error = capsys.readouterr().err
+    assert error.startswith(f"transformer-translate: error: {option} (")
+    assert "never-read.pt" not in error
+
+
+def test_unknown_device_lists_the_choices(tmp_path, capsys):
+    assert main(["--checkpoint", str(tmp_path / "never-read.pt"), "--device", "foo"]) == 1
+    error = capsys.readouterr().err
+    assert "--device 'foo'" in error and "cpu, cuda, cuda:N or auto" in error
+
+
+def test_invalid_utf8_on_stdin_names_the_line(checkpoint, monkeypatch, capsys):
+    data = b"a man.\nbad \xff byte\n"
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    assert main(["--checkpoint", str(checkpoint)]) == 1
+    assert "error: <stdin>: line 2 is not valid UTF-8" in capsys.readouterr().err
+
+
+def test_lines_whose_output_limit_exceeds_max_positions_are_named(model, tokenizer, capsys):  # noqa: F811
+    translator = Translator(model, tokenizer)
+    cap = model.config.max_positions
+    long_line = " ".join(["a man"] * cap)  # more source tokens than max_positions
+    settings = {"max_len_a": 1.0, "max_len_b": 50}
+    warn_capped_lines("transformer-translate", translator, ["a man.", "", long_line], settings)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("transformer-translate: warning: line 3 has ")
+    assert f"limited to max_positions ({cap}) tokens" in lines[0]

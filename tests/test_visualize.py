@@ -143,3 +143,20 @@ def test_cli_needs_an_output(checkpoint, capsys):
         main(["--checkpoint", str(checkpoint), "--src", SHORT])
     assert exit_info.value.code == 2
     assert "--output" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--src", ""], "transformer-attention: error: "),
+        (["--src", SHORT, "--device", "foo"], "transformer-attention: error: --device 'foo' is"),
+    ],
+)
+def test_cli_bad_src_or_device_is_one_clean_line(checkpoint, tmp_path, capsys, extra, message):
+    argv = ["--checkpoint", str(checkpoint), "--json", str(tmp_path / "m.json"), *extra]
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 1
+    error = capsys.readouterr().err
+    assert error.startswith(message) and error.count("\n") == 1
+    assert not (tmp_path / "m.json").exists()

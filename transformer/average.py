@@ -58,7 +58,8 @@ def average_checkpoints(paths: list[str | Path]) -> dict:
 
     Raises:
         ValueError: fewer than one path; checkpoints whose weight keys, shapes or dtypes
-            differ (naming the key and the file), or whose SentencePiece models differ.
+            differ (naming the key and the file), or whose SentencePiece models or model
+            configs differ (naming both files).
         FileNotFoundError: a missing input.
     """
     if not paths:
@@ -72,14 +73,10 @@ def average_checkpoints(paths: list[str | Path]) -> dict:
         weights = strip_wrapper_prefixes(checkpoint["model"])
         if index == 0:
             reference, aliases = weights, _alias_groups(weights)
-            first_path, spm = path, checkpoint.get("spm_model")
+            first_path, first = path, checkpoint
         else:
             _check_compatible(reference, weights, first_path, path)
-            if checkpoint.get("spm_model") != spm:
-                raise ValueError(
-                    f"{path} uses a different SentencePiece model than {first_path}; "
-                    "only checkpoints of the same run can be averaged"
-                )
+            _check_same_run(first, checkpoint, first_path, path)
         for key, value in weights.items():
             if aliases[key] != key or not value.is_floating_point():
                 continue
@@ -101,6 +98,24 @@ def average_checkpoints(paths: list[str | Path]) -> dict:
     result["model"] = averaged
     result["averaged_from"] = [str(p) for p in paths]
     return result
+
+
+# Entries that must be equal in every input: what the weights mean.
+SAME_RUN_ENTRIES = {
+    "spm_model": "SentencePiece model (spm_model)",
+    "tgt_spm_model": "target SentencePiece model (tgt_spm_model)",
+    "model_config": "model config (model_config)",
+}
+
+
+def _check_same_run(first: dict, checkpoint: dict, first_path, path) -> None:
+    """Raise ValueError naming both files when their vocabularies or model configs differ."""
+    for entry, what in SAME_RUN_ENTRIES.items():
+        if checkpoint.get(entry) != first.get(entry):
+            raise ValueError(
+                f"{path} and {first_path} have a different {what}; only checkpoints of the "
+                "same model and vocabulary can be averaged"
+            )
 
 
 def _check_compatible(reference: dict, weights: dict, first: str | Path, path: str | Path):
@@ -156,12 +171,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.last is not None and args.dir is None:
         parser.error("--last needs --dir RUN_DIR")
     try:
+        output = Path(args.output)
+        if output.is_dir():
+            raise ValueError(f"--output {output} is a directory; give a file name such as avg.pt")
         paths = args.inputs or last_checkpoints(args.dir, args.last)
         averaged = average_checkpoints(paths)
+        try:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            save_checkpoint(averaged, output)
+        except OSError as error:
+            raise ValueError(f"--output {output}: cannot write the checkpoint: {error}") from error
     except (FileNotFoundError, ValueError) as error:
         print(f"transformer-average: error: {error}", file=sys.stderr)
         return 2
-    save_checkpoint(averaged, args.output)
     print(f"averaged {len(paths)} checkpoints -> {args.output}")
     return 0
 

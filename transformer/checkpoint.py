@@ -17,9 +17,8 @@ from the file alone.
 from __future__ import annotations
 
 import os
-import pickle
 import random
-import zipfile
+import re
 from pathlib import Path
 
 import numpy as np
@@ -119,12 +118,14 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint not found: {path}")
+    if path.stat().st_size == 0:
+        raise ValueError(f"{path}: not a readable checkpoint: the file is empty (0 bytes)")
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, zipfile.BadZipFile) as error:
+    except Exception as error:  # a text or foreign file can raise almost anything
         raise ValueError(
-            f"{path}: not a readable checkpoint (corrupt, truncated, or holding objects other "
-            f"than tensors and plain values): {error}"
+            f"{path}: not a readable checkpoint (corrupt, truncated, not a PyTorch file, or "
+            f"holding objects other than tensors and plain values): {_load_problem(error)}"
         ) from error
     if not isinstance(state, dict) or "format_version" not in state:
         raise ValueError(f"{path}: not a checkpoint of this project (no 'format_version' key)")
@@ -137,6 +138,16 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         if key not in state:
             raise ValueError(f"{path}: checkpoint has no {key!r} entry")
     return state
+
+
+def _load_problem(error: Exception) -> str:
+    """The gist of a `torch.load` failure, without PyTorch's advice to load with
+    `weights_only=False` (which would run code from the file)."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(error))
+    found = re.search(r"WeightsUnpickler error:\s*(.*?)(?:\s+Please use|\n\n|$)", text, re.S)
+    if found:
+        return found.group(1).strip()
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def strip_wrapper_prefixes(state_dict: dict) -> dict:
@@ -193,7 +204,10 @@ def load_checkpoint(
     model.to(device).eval()
     if "spm_model" not in state:
         raise ValueError(f"{path}: checkpoint has no 'spm_model' entry")
-    tokenizer = Tokenizer(state["spm_model"], state.get("tgt_spm_model"))
+    try:
+        tokenizer = Tokenizer(state["spm_model"], state.get("tgt_spm_model"))
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from error
     config = config_from_dict(state.get("config") or {}, source=str(path))
     config = Config(model=model_config, data=config.data, train=config.train, decode=config.decode)
     return model, tokenizer, config

@@ -7,7 +7,11 @@ Reading YAML files and dotted command-line overrides onto them is `transformer.c
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+
+# The smallest SentencePiece vocabulary: pad, unk, bos, eos and at least one character.
+MIN_SPM_VOCAB = 5
 
 
 @dataclass(frozen=True)
@@ -155,7 +159,12 @@ class DataConfig:
             raise ValueError(f"source_lang and target_lang are both {self.source_lang!r}")
         if self.spm_model_type not in ("bpe", "unigram"):
             raise ValueError(f"spm_model_type ({self.spm_model_type!r}) must be 'bpe' or 'unigram'")
-        for name in ("vocab_size", "spm_input_sentence_size", "max_len"):
+        if self.vocab_size < MIN_SPM_VOCAB:
+            raise ValueError(
+                f"data.vocab_size ({self.vocab_size}) must be at least {MIN_SPM_VOCAB}: the 4 "
+                "special tokens (pad, unk, bos, eos) plus the characters of the text"
+            )
+        for name in ("spm_input_sentence_size", "max_len"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} ({getattr(self, name)}) must be at least 1")
         if not 0.0 < self.spm_character_coverage <= 1.0:
@@ -292,7 +301,11 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    """The `decode:` section: beam search as in section 6.1 of the paper."""
+    """The `decode:` section: beam search as in section 6.1 of the paper.
+
+    Raises:
+        ValueError: for a value out of range, naming the key (`decode.beam_size`, ...).
+    """
 
     beam_size: int = 4
     length_penalty: float = 0.6
@@ -300,6 +313,20 @@ class DecodeConfig:
     max_len_a: float = 1.0
     max_len_b: int = 50
     max_tokens: int = 4096
+
+    def __post_init__(self) -> None:
+        for name in ("beam_size", "max_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"decode.{name} ({getattr(self, name)}) must be at least 1")
+        for name in ("length_penalty", "max_len_a", "max_len_b"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):  # also rejects NaN
+                raise ValueError(f"decode.{name} ({value}) must be a finite number >= 0")
+        if self.length_penalty_style not in ("gnmt", "power"):
+            raise ValueError(
+                f"decode.length_penalty_style ({self.length_penalty_style!r}) must be one of "
+                "gnmt, power"
+            )
 
 
 @dataclass(frozen=True)

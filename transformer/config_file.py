@@ -70,27 +70,38 @@ def _coerce(value: object, annotation: object, key: str) -> object:
     )
 
 
-def _build_section(cls: type, values: dict, section: str) -> object:
-    """Build one section's dataclass from a dict, rejecting unknown keys and wrong types."""
-    if not isinstance(values, dict):
-        raise ValueError(f"config section {section!r} must be a mapping, got {values!r}")
+def _build_section(cls: type, values: dict, section: str, origins: dict[str, str]) -> object:
+    """Build one section's dataclass from a dict, rejecting unknown keys and wrong types.
+
+    `origins` maps a key to where its value came from (the file, or a command-line override);
+    a key missing from it came from `origins[""]`, the file.
+    """
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     kwargs = {}
     for key, value in values.items():
+        origin = origins.get(key, origins[""])
         if key not in names:
             raise ValueError(
-                f"unknown config key {section}.{key}; valid keys of {section!r}: "
+                f"{origin}: unknown config key {section}.{key}; valid keys of {section!r}: "
                 + ", ".join(names)
             )
-        kwargs[key] = _coerce(value, hints[key], f"{section}.{key}")
-    return cls(**kwargs)
+        try:
+            kwargs[key] = _coerce(value, hints[key], f"{section}.{key}")
+        except ValueError as error:
+            raise ValueError(f"{origin}: {error}") from error
+    overridden = sorted({o for k, o in origins.items() if k and k in values})
+    origin = " with ".join([origins[""], *overridden])
+    try:
+        return cls(**kwargs)
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"{origin}: {error}") from error
 
 
 def _parse_override(text: str) -> tuple[str, str, object]:
     """Split `section.key=value` into its parts, parsing the value as YAML."""
     if "=" not in text or "." not in text.split("=", 1)[0]:
-        raise ValueError(f"override {text!r} must look like section.key=value")
+        raise ValueError(f"command-line override {text!r} must look like section.key=value")
     dotted, raw = text.split("=", 1)
     section, key = dotted.split(".", 1)
     return section, key, yaml.safe_load(raw) if raw != "" else ""
@@ -116,24 +127,29 @@ def config_from_dict(
     raw = dict(raw or {})
     sections = {f.name: f.type for f in dataclasses.fields(Config)}
     hints = typing.get_type_hints(Config)
-    merged = {name: dict(raw.get(name) or {}) for name in sections}
-    for name in raw:
+    for name, values in raw.items():
         if name not in sections:
             raise ValueError(
                 f"{source}: unknown config section {name!r}; valid sections: " + ", ".join(sections)
             )
+        if values is not None and not isinstance(values, dict):
+            raise ValueError(
+                f"{source}: config section {name!r} must be a mapping of keys, got {values!r}"
+            )
+    merged = {name: dict(raw.get(name) or {}) for name in sections}
+    origins: dict[str, dict[str, str]] = {name: {"": source} for name in sections}
     for text in overrides or []:
         section, key, value = _parse_override(text)
         if section not in sections:
             raise ValueError(
-                f"override {text!r}: unknown section {section!r}; valid sections: "
+                f"command-line override {text!r}: unknown section {section!r}; valid sections: "
                 + ", ".join(sections)
             )
         merged[section][key] = value
-    try:
-        built = {name: _build_section(hints[name], merged[name], name) for name in sections}
-    except (ValueError, TypeError) as error:
-        raise ValueError(f"{source}: {error}") from error
+        origins[section][key] = f"command-line override {text!r}"
+    built = {
+        name: _build_section(hints[name], merged[name], name, origins[name]) for name in sections
+    }
     return Config(**built)
 
 
@@ -149,6 +165,8 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
         raise FileNotFoundError(f"config file not found: {path}")
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not a UTF-8 text file ({error.reason})") from error
     except yaml.YAMLError as error:
         raise ValueError(f"{path}: invalid YAML: {error}") from error
     if not isinstance(raw, dict):

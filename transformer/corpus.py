@@ -66,14 +66,22 @@ def read_lines(path: str | Path) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"corpus file not found: {path}")
-    data = path.read_bytes()
+    return decode_lines(path.read_bytes(), str(path))
+
+
+def decode_lines(data: bytes, name: str) -> list[str]:
+    """The lines of UTF-8 `data` (see `read_lines`; a leading byte-order mark is dropped).
+
+    Raises:
+        ValueError: on invalid UTF-8, naming `name` (a file, or "<stdin>") and the line.
+    """
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + 1
         column = error.start - (data.rfind(b"\n", 0, error.start) + 1)
         raise ValueError(
-            f"{path}: line {line} is not valid UTF-8 ({error.reason} at byte {column} of the line)"
+            f"{name}: line {line} is not valid UTF-8 ({error.reason} at byte {column} of the line)"
         ) from error
     if text.startswith("\ufeff"):
         text = text[1:]

@@ -25,7 +25,13 @@ from pathlib import Path
 
 from transformer.bleu import corpus_scores, format_scores
 from transformer.corpus import read_lines
-from transformer.translate import add_decoding_arguments, decoding_settings, resolve_device
+from transformer.translate import (
+    add_decoding_arguments,
+    check_decoding_arguments,
+    decoding_settings,
+    resolve_device,
+    warn_capped_lines,
+)
 
 _OFFLINE_HINT = (
     "without network access, pass local files instead: --src FILE --ref FILE "
@@ -73,13 +79,16 @@ def fetch_test_set(name: str, langpair: str) -> tuple[Path, list[Path]]:
 
 
 def check_line_counts(hyp_or_src: Path, lines: list[str], refs: dict[Path, list[str]]) -> None:
-    """Raise ValueError unless every reference file has as many lines as `hyp_or_src`."""
+    """Raise ValueError unless every reference file has as many lines as `hyp_or_src`, and
+    they are not empty (sacreBLEU cannot score an empty corpus)."""
     for path, ref_lines in refs.items():
         if len(ref_lines) != len(lines):
             raise ValueError(
                 f"line count mismatch: {hyp_or_src} has {len(lines)} lines but {path} has "
                 f"{len(ref_lines)}; they must correspond line by line"
             )
+    if not lines:
+        raise ValueError(f"nothing to score: {hyp_or_src} is empty")
 
 
 def _target_lang(args: argparse.Namespace, ref_paths: list[Path]) -> str:
@@ -164,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     """Translate (unless --hyp), score, print and write, as `args` asks."""
     _check_arguments(args)
+    check_decoding_arguments(args)
     if args.test_set:
         src_path, ref_paths = fetch_test_set(args.test_set, args.langpair)
         test_name = f"{args.test_set.replace('/', '_')}.{args.langpair}"
@@ -189,6 +199,7 @@ def _run(args: argparse.Namespace) -> int:
         device = resolve_device(args.device)
         translator = Translator.from_checkpoint(args.checkpoint, device=device)
         settings = decoding_settings(args, getattr(translator.config, "decode", None))
+        warn_capped_lines("transformer-evaluate", translator, src_lines, settings)
         start = time.perf_counter()
         hyps = translator.translate(src_lines, progress=True, **settings)
         seconds = time.perf_counter() - start

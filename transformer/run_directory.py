@@ -54,8 +54,18 @@ class RunDirectory:
         return self.path / f"checkpoint_{step}.pt"
 
     def create(self) -> None:
-        """Make the directory (and its parents)."""
-        self.path.mkdir(parents=True, exist_ok=True)
+        """Make the directory (and its parents).
+
+        Raises:
+            ValueError: when it cannot be made (a parent is a file, no permission), naming
+                train.output_dir.
+        """
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise ValueError(
+                f"train.output_dir ({self.path}) cannot be created: {error.strerror or error}"
+            ) from error
 
     def write_config(self, config_dict: dict) -> None:
         """Write the resolved config as YAML (re-loadable with `load_config`)."""

@@ -44,8 +44,9 @@ def load_or_train_tokenizer(
 
     Raises:
         FileNotFoundError: no model in `output_dir` and no `train_text` to train one on.
-        ValueError: a saved model whose vocabulary size differs from `config.vocab_size`, or
-            training text without a single non-empty pair.
+        ValueError: a saved model whose vocabulary size differs from `config.vocab_size`,
+            training text without a single non-empty pair, or SentencePiece refusing
+            `data.vocab_size` (too small for the text's characters, or too large for the text).
     """
     paths = model_paths(output_dir, config.shared_vocab)
     if all(path.is_file() for path in paths):
@@ -76,14 +77,21 @@ def load_or_train_tokenizer(
         input_sentence_size=config.spm_input_sentence_size,
         character_coverage=config.spm_character_coverage,
     )
-    if config.shared_vocab:
-        tokenizer = Tokenizer(
-            Tokenizer.train(itertools.chain(train_text.src, train_text.tgt), **options)
-        )
-    else:
-        tokenizer = Tokenizer(
-            Tokenizer.train(train_text.src, **options), Tokenizer.train(train_text.tgt, **options)
-        )
+    try:
+        if config.shared_vocab:
+            tokenizer = Tokenizer(
+                Tokenizer.train(itertools.chain(train_text.src, train_text.tgt), **options)
+            )
+        else:
+            tokenizer = Tokenizer(
+                Tokenizer.train(train_text.src, **options),
+                Tokenizer.train(train_text.tgt, **options),
+            )
+    except ValueError as error:
+        raise ValueError(
+            f"data.vocab_size ({config.vocab_size}) does not fit the training text "
+            f"{train_text.name!r}: {error}"
+        ) from error
     saved = tokenizer.save(output_dir)
     log(
         f"trained SentencePiece {config.spm_model_type} model(s) with {config.vocab_size} pieces "

@@ -6,21 +6,38 @@
 Reads stdin (or `--input`), writes one line per input line, in order, to stdout (or `--output`);
 an empty or whitespace-only line gives an empty line. Decoding defaults are the paper's
 (section 6.1): beam size 4, length penalty alpha 0.6, maximum output length = input length + 50.
-With `--nbest N` (N > 1) every input line gives N lines `index ||| translation ||| score`
-(the Moses n-best format; index counts input lines from 0; an empty input gives one line with an
-empty translation and score 0.0).
+With `--nbest N` (N > 1) every input line gives exactly N lines `index ||| translation ||| score`
+(the Moses n-best format; index counts input lines from 0). An empty input line gives N lines
+with an empty translation and score 0.000000; when beam search finds fewer than N distinct
+translations (a tiny vocabulary), the missing lines have an empty translation and score -inf.
+
+The maximum output length a * source tokens + b is capped at the model's `max_positions`; the
+source itself is never cut (positions past the table are computed on the fly). A line whose
+limit the cap lowers is named on stderr with its token count, since its translation may be cut.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import re
 import sys
 from pathlib import Path
 
 import torch
 
 from transformer.config import DecodeConfig
-from transformer.corpus import read_lines, split_lines
+from transformer.corpus import decode_lines, read_lines
+
+DECODE_OPTIONS = (
+    "beam_size",
+    "length_penalty",
+    "length_penalty_style",
+    "max_len_a",
+    "max_len_b",
+    "max_tokens",
+)
+_DEVICE_NAME = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 
 def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,14 +75,57 @@ def resolve_device(name: str) -> torch.device:
     """Map "auto" to cuda when available, else cpu; check that a requested cuda exists.
 
     Raises:
-        ValueError: when a CUDA device is requested but CUDA is not available.
+        ValueError: for a name other than cpu, cuda, cuda:N or auto, or a CUDA device that this
+            machine does not have.
     """
+    if not _DEVICE_NAME.fullmatch(name):
+        raise ValueError(f"--device {name!r} is not a device; use cpu, cuda, cuda:N or auto")
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"--device {name}: CUDA is not available on this machine")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"--device {name}: CUDA is not available on this machine")
+        count = torch.cuda.device_count()
+        if device.index is not None and device.index >= count:
+            raise ValueError(f"--device {name}: this machine has {count} CUDA device(s)")
     return device
+
+
+def check_decoding_arguments(args: argparse.Namespace) -> None:
+    """Reject decoding options out of range, naming the option, before any model is loaded.
+
+    Raises:
+        ValueError: as `DecodeConfig` would, with `--beam-size` etc. in place of the key.
+    """
+    for name in DECODE_OPTIONS:
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        try:
+            DecodeConfig(**{name: value})
+        except ValueError as error:
+            option = "--" + name.replace("_", "-")
+            raise ValueError(str(error).replace(f"decode.{name}", option)) from None
+
+
+def warn_capped_lines(prog: str, translator, lines: list[str], settings: dict) -> None:
+    """Name on stderr every line whose output limit a * S + b exceeds `max_positions`.
+
+    The decoder stops at `model.config.max_positions` tokens (see `transformer.decoding`), so
+    the translation of such a line is cut if it would be longer; this says which line.
+    """
+    cap = translator.model.config.max_positions
+    a, b = settings["max_len_a"], settings["max_len_b"]
+    for number, ids in enumerate(translator.tokenizer.encode_batch(lines), start=1):
+        limit = math.floor(a * len(ids) + b)
+        if ids and limit > cap:
+            print(
+                f"{prog}: warning: line {number} has {len(ids)} source tokens; its translation "
+                f"is limited to max_positions ({cap}) tokens instead of {limit} "
+                "(max-len-a * tokens + max-len-b) and is cut if longer",
+                file=sys.stderr,
+            )
 
 
 def decoding_settings(args: argparse.Namespace, decode: DecodeConfig | None) -> dict:
@@ -76,21 +136,30 @@ def decoding_settings(args: argparse.Namespace, decode: DecodeConfig | None) -> 
         decode: The checkpoint's decode section; None means `DecodeConfig()` (the paper's).
     """
     decode = decode or DecodeConfig()
-    names = ("beam_size", "length_penalty", "length_penalty_style", "max_len_a", "max_len_b")
-    settings = {name: getattr(decode, name) for name in names + ("max_tokens",)}
+    settings = {name: getattr(decode, name) for name in DECODE_OPTIONS}
     settings.update({k: v for k, v in vars(args).items() if k in settings and v is not None})
     settings["greedy"] = args.greedy
     return settings
 
 
 def _read_stdin_lines() -> list[str]:
-    """Lines of stdin as UTF-8; only "\\n" separates lines (as `corpus.read_lines`)."""
-    return split_lines(sys.stdin.buffer.read().decode("utf-8"))
+    """Lines of stdin as UTF-8; only "\\n" separates lines (as `corpus.read_lines`).
+
+    Raises:
+        ValueError: `<stdin>: line N is not valid UTF-8 (...)`.
+    """
+    return decode_lines(sys.stdin.buffer.read(), "<stdin>")
 
 
 def _one_line(text: str) -> str:
     """A translation never spans lines, so output line i always belongs to input line i."""
     return " ".join(text.splitlines())
+
+
+def _exactly(entries: list[tuple[str, float]], n: int, blank: bool) -> list[tuple[str, float]]:
+    """`entries` padded to `n`: with ("", 0.0) for a blank input line, else ("", -inf)."""
+    filler = ("", 0.0) if blank else ("", float("-inf"))
+    return (entries + [filler] * n)[:n]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -105,7 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--nbest",
         type=int,
         default=1,
-        help="N > 1 writes N lines 'index ||| translation ||| score' per input line",
+        help="write exactly N lines 'index ||| translation ||| score' per input line "
+        "(an empty line: N lines with score 0; missing hypotheses: empty, score -inf)",
     )
     add_decoding_arguments(parser)
     return parser
@@ -133,11 +203,16 @@ def _run(args: argparse.Namespace) -> int:
         raise ValueError(f"--nbest ({args.nbest}) must be at least 1")
     if args.nbest > 1 and args.greedy:
         raise ValueError(f"--nbest ({args.nbest}) needs beam search, not --greedy")
+    check_decoding_arguments(args)
+    if args.beam_size is not None and args.nbest > args.beam_size:
+        raise ValueError(f"nbest ({args.nbest}) must be between 1 and beam_size ({args.beam_size})")
+    device = resolve_device(args.device)
     from transformer.translator import Translator
 
     lines = read_lines(args.input) if args.input else _read_stdin_lines()
-    translator = Translator.from_checkpoint(args.checkpoint, device=resolve_device(args.device))
+    translator = Translator.from_checkpoint(args.checkpoint, device=device)
     settings = decoding_settings(args, getattr(translator.config, "decode", None))
+    warn_capped_lines("transformer-translate", translator, lines, settings)
     progress = args.input is not None
     if args.nbest > 1:
         del settings["greedy"]
@@ -145,7 +220,7 @@ def _run(args: argparse.Namespace) -> int:
         out_lines = [
             f"{index} ||| {_one_line(text)} ||| {score:.6f}"
             for index, entries in enumerate(nbest)
-            for text, score in entries
+            for text, score in _exactly(entries, args.nbest, blank=not lines[index].strip())
         ]
     else:
         out_lines = [

@@ -148,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="beam for translating (1 = greedy; default: the checkpoint's decode.beam_size)",
     )
-    parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
     parser.add_argument("--output", type=Path, default=None, help="image to write, e.g. map.png")
     parser.add_argument(
         "--json", type=Path, default=None, help="write all layers' and heads' weights as JSON"
@@ -161,8 +161,9 @@ def main(argv: list[str] | None = None) -> int:
 
     Raises:
         SystemExit: for bad options (argparse), a missing matplotlib when `--output` is given,
-            or a layer/head out of range (the message names the value).
-        FileNotFoundError, ValueError: for a missing or invalid checkpoint.
+            or a layer/head out of range (the message names the value), with status 2; with
+            status 1 and a one-line `transformer-attention: error: ...` for a missing or
+            invalid checkpoint, an unknown --device, or an unusable --src / --tgt.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -177,15 +178,20 @@ def main(argv: list[str] | None = None) -> int:
             parser.exit(1, f"transformer-attention: error: {VIZ_INSTALL_HINT}\n")
 
     from transformer.checkpoint import load_checkpoint
+    from transformer.translate import resolve_device
 
-    model, tokenizer, config = load_checkpoint(args.checkpoint, device=args.device)
-    problem = _layer_head_problem(model.config, args)
-    if problem:
-        parser.exit(2, f"transformer-attention: error: {problem}\n")
-    decode = config.decode
-    if args.beam_size is not None:
-        decode = dataclasses.replace(decode, beam_size=args.beam_size)
-    maps = attention_weights(model, tokenizer, args.src, args.tgt, args.kind, decode)
+    try:
+        device = resolve_device(args.device)
+        model, tokenizer, config = load_checkpoint(args.checkpoint, device=device)
+        problem = _layer_head_problem(model.config, args)
+        if problem:
+            parser.exit(2, f"transformer-attention: error: {problem}\n")
+        decode = config.decode
+        if args.beam_size is not None:
+            decode = dataclasses.replace(decode, beam_size=args.beam_size)
+        maps = attention_weights(model, tokenizer, args.src, args.tgt, args.kind, decode)
+    except (FileNotFoundError, ValueError) as error:
+        parser.exit(1, f"transformer-attention: error: {error}\n")
     print(f"source: {maps.source}")
     if maps.target is not None:
         print(f"target: {maps.target}" + ("" if args.tgt is not None else "  (translated)"))
