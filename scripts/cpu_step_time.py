@@ -8,10 +8,10 @@ and attention kernel (sdpa, math), runs warm-up steps and then times full traini
 settings round by round and reporting the median. The batch has the shape of a real
 Multi30k batch at `train.max_tokens` (about 15 tokens per sentence).
 
-Denormals: after some training, float32 gradients and Adam moments hold values below
-1.2e-38, which x86 CPUs process far more slowly unless they are flushed to zero. Random
-weights rarely produce them, so this script also runs with Adam moments seeded with denormal
-values (`--denormal-state`) to show the effect.
+Denormals: float32 values below 1.2e-38 are processed far more slowly by x86 CPUs unless they
+are flushed to zero. Random weights rarely produce them, so `--checkpoint` starts from a real
+training checkpoint (its weights and Adam state) and `--denormal-state` seeds the Adam moments
+with denormal values.
 """
 
 from __future__ import annotations
@@ -23,18 +23,24 @@ import time
 
 import torch
 
+from transformer.checkpoint import read_checkpoint
+from transformer.config import ModelConfig
 from transformer.config_file import load_config
 from transformer.loss import label_smoothed_cross_entropy
 from transformer.model import Transformer
 
 
-def make_step(config, kernel: str, bf16: bool, denormal_state: bool, batch):
-    """Build a model + optimizer and return a function running one training step."""
+def make_step(config, kernel: str, bf16: bool, denormal_state: bool, batch, checkpoint=None):
+    """Build a model + optimizer (from `checkpoint` if given) and return a one-step function."""
     import dataclasses
 
     torch.manual_seed(0)
-    model = Transformer(dataclasses.replace(config.model, vocab_size=8000, attention_kernel=kernel))
+    model_config = config.model if checkpoint is None else ModelConfig(**checkpoint["model_config"])
+    model = Transformer(dataclasses.replace(model_config, vocab_size=8000, attention_kernel=kernel))
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    if checkpoint is not None:
+        model.load_state_dict(checkpoint["model"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
     src, tgt_in, tgt_out = batch
 
     def step() -> None:
@@ -59,9 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--steps", type=int, default=3, help="timed rounds per setting")
     parser.add_argument("--denormal-state", action="store_true")
+    parser.add_argument("--checkpoint", help="start from this training checkpoint (8000 vocab)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     config = load_config(args.config)
+    checkpoint = read_checkpoint(args.checkpoint) if args.checkpoint else None
     sentences = config.train.max_tokens // 17
     generator = torch.Generator().manual_seed(0)
     src = torch.randint(4, 8000, (sentences, 16), generator=generator)
@@ -78,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     for precision, flush, kernel in settings:
         torch.set_flush_denormal(flush)
         steps[(precision, flush, kernel)] = make_step(
-            config, kernel, precision == "bf16", args.denormal_state, batch
+            config, kernel, precision == "bf16", args.denormal_state, batch, checkpoint
         )
     times = {key: [] for key in settings}
     for _ in range(args.steps):
