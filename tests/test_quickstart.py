@@ -1,0 +1,30 @@
+"""Tests for scripts/quickstart.py: finding Multi30k locally, and the error when it cannot."""
+
+from __future__ import annotations
+
+import pytest
+
+from scripts.quickstart import find_multi30k
+
+
+def test_finds_multi30k_under_transformer_data_dir(shared_data, tmp_path, monkeypatch):
+    monkeypatch.setenv("TRANSFORMER_DATA_DIR", str(shared_data))
+    assert find_multi30k(tmp_path / "download") == shared_data / "multi30k"
+
+
+def test_uses_an_earlier_download(tmp_path, monkeypatch):
+    monkeypatch.delenv("TRANSFORMER_DATA_DIR", raising=False)
+    folder = tmp_path / "multi30k"
+    folder.mkdir()
+    for name in ("train", "val", "test_2016_flickr"):
+        for lang in ("en", "de"):
+            (folder / f"{name}.{lang}").write_text("a\n", encoding="utf-8")
+    assert find_multi30k(folder) == folder
+
+
+def test_offline_without_local_files_says_what_to_do(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRANSFORMER_DATA_DIR", str(tmp_path / "nothing-here"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    with pytest.raises(FileNotFoundError, match="bentrevett/multi30k.*TRANSFORMER_DATA_DIR"):
+        find_multi30k(tmp_path / "download")
