@@ -281,3 +281,29 @@ def test_output_dir_under_a_regular_file_names_train_output_dir(tmp_path, capsys
     error = capsys.readouterr().err.strip()
     assert error.startswith("transformer-train: error: train.output_dir")
     assert "cannot be created" in error and "\n" not in error
+
+
+def test_early_stopping_after_patience_validations_without_improvement(
+    tmp_path, shared_data, monkeypatch
+):
+    from transformer import validation
+
+    losses = iter([3.0, 3.5, 3.2, 2.0, 1.0])  # best at the first validation, then two worse
+    monkeypatch.setattr(
+        validation.Validator, "validate", lambda self, model: {"loss": next(losses)}
+    )
+    monkeypatch.setenv("TRANSFORMER_DATA_DIR", str(shared_data))
+    run_dir = tmp_path / "run"
+    overrides = [
+        "train.log_interval_steps=1",
+        "train.num_threads=1",
+        f"train.output_dir={run_dir}",
+        "train.max_steps=20",
+        "train.validate_interval_steps=1",
+        "train.best_metric=loss",
+        "train.early_stop_patience=2",
+        "train.save_interval_steps=null",
+    ]
+    state = Trainer(load_config(TINY, overrides)).train()
+    assert state.stop_reason == "early_stopping"
+    assert state.step == 3 and state.best_step == 1
