@@ -29,6 +29,8 @@ from pathlib import Path
 
 import yaml
 
+from transformer.run_directory import RunDirectory
+
 REPO = Path(__file__).resolve().parents[1]
 SPLITS = {"train": "train", "validation": "val", "test": "test_2016_flickr"}
 
@@ -130,14 +132,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.fresh:
         train_command.append("--no-resume")
     run(train_command)
-    averaged = run_dir / f"checkpoint_avg{args.average_last}.pt"
+    # A short run may have fewer checkpoints than --average-last: average what there is.
+    available = len(RunDirectory(run_dir).numbered_checkpoints())
+    average_last = max(1, min(args.average_last, available))
+    if average_last < args.average_last:
+        print(
+            f"quickstart: {run_dir} holds {available} checkpoint(s); averaging "
+            f"{average_last} instead of {args.average_last}",
+            flush=True,
+        )
+    averaged = run_dir / f"checkpoint_avg{average_last}.pt"
     run(
         [
             python,
             "-m",
             "transformer.average",
             "--last",
-            str(args.average_last),
+            str(average_last),
             "--dir",
             str(run_dir),
             "--output",
@@ -181,11 +192,12 @@ def main(argv: list[str] | None = None) -> int:
         "signature": scores["signatures"]["bleu"],
         "chrf_signature": scores["signatures"]["chrf"],
         "tokenized_bleu_signature": scores["signatures"]["tokenized_bleu"],
-        "checkpoint": {"file": averaged.name, "averaged_last": args.average_last},
+        "checkpoint": {"file": averaged.name, "averaged_last": average_last},
         "decoding": report.get("decoding", decode),
         **summary,
         "job_minutes": round((time.time() - start) / 60, 2),
-        "command": "TRANSFORMER_DATA_DIR=../shared/data python scripts/quickstart.py "
+        "command": f"TRANSFORMER_DATA_DIR={os.environ.get('TRANSFORMER_DATA_DIR', '')} "
+        + "python scripts/quickstart.py "
         + shlex.join(sys.argv[1:] if argv is None else argv),
         "config": yaml.safe_load((run_dir / "config.yaml").read_text()),
     }
@@ -200,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         ("whole job", f"{result['job_minutes']:.1f} min"),
     ]
     print(
-        f"\nMulti30k {src}->{tgt}, test_2016_flickr, averaged last {args.average_last}, "
+        f"\nMulti30k {src}->{tgt}, test_2016_flickr, averaged last {average_last}, "
         f"beam {decode['beam_size']}, alpha {decode['length_penalty']}"
     )
     for name, value in rows:

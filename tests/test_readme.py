@@ -37,3 +37,19 @@ def test_ci_runs_the_readme_test_command():
     assert re.search(r"^make test\b", readme, re.MULTILINE)
     assert re.search(r"^make test\s*$", ci, re.MULTILINE)
     assert "torch==2.13.0" in ci
+
+
+def test_make_demo_runs_a_script_that_exists():
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    recipe = makefile.split("\ndemo:", 1)[1].split("\n\n", 1)[0]
+    scripts = re.findall(r"scripts/[\w./-]+", recipe)
+    assert scripts, recipe
+    assert all((REPO / path).is_file() for path in scripts), scripts
+
+
+def test_readme_python_api_example_is_valid_python():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
+    assert blocks
+    for block in blocks:
+        compile(block, "README.md", "exec")

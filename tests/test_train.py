@@ -307,3 +307,16 @@ def test_early_stopping_after_patience_validations_without_improvement(
     state = Trainer(load_config(TINY, overrides)).train()
     assert state.stop_reason == "early_stopping"
     assert state.step == 3 and state.best_step == 1
+
+
+def test_fresh_start_sets_the_earlier_run_aside(tmp_path, shared_data, monkeypatch):
+    monkeypatch.setenv("TRANSFORMER_DATA_DIR", str(shared_data))
+    run_dir = tmp_path / "run"
+    common = [*FAST, f"train.output_dir={run_dir}", "train.save_interval_steps=1"]
+    Trainer(load_config(TINY, [*common, "train.max_steps=4"])).train()
+    Trainer(load_config(TINY, [*common, "train.max_steps=2"]), resume=False).train()
+    numbered = sorted(p.name for p in run_dir.glob("checkpoint_[0-9]*.pt"))
+    assert numbered == ["checkpoint_1.pt", "checkpoint_2.pt"]  # nothing left from the first run
+    (aside,) = run_dir.glob("previous-*")
+    assert (aside / "checkpoint_4.pt").is_file() and (aside / "metrics.jsonl").is_file()
+    assert [r["step"] for r in _train_records(run_dir)] == [1, 2]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -215,12 +216,31 @@ class TrainingCheckpoints:
             log(f"resumed from {last} at step {state.step}")
             return state
         if self.context.is_main:
-            if last.is_file():
-                log(f"starting fresh in {self.run_dir.path} (existing checkpoints ignored)")
+            self._set_aside_previous_run(log)
             metrics.truncate_after(0)
         if self.context.enabled:  # identical initial weights, different dropout masks
             torch.manual_seed(self.config.train.seed + self.context.rank)
         return TrainState()
+
+    def _set_aside_previous_run(self, log: Callable[[str], None]) -> None:
+        """Move an earlier run's checkpoints and metrics.jsonl into `previous-<UTC time>/`.
+
+        A fresh start must not leave them beside the new ones: `keep_last` pruning and
+        `transformer-average --last N` would mix the two runs. Nothing is deleted.
+        """
+        old = sorted(self.run_dir.path.glob("checkpoint_*.pt"))
+        if self.run_dir.metrics_path.is_file():
+            old.append(self.run_dir.metrics_path)
+        if not old:
+            return
+        aside = self.run_dir.path / time.strftime("previous-%Y%m%d-%H%M%S", time.gmtime())
+        aside.mkdir(exist_ok=True)
+        for path in old:
+            path.rename(aside / path.name)
+        log(
+            f"starting fresh in {self.run_dir.path}: the earlier run's checkpoints and metrics "
+            f"moved to {aside}"
+        )
 
     def resume(self, log: Callable[[str], None]) -> TrainState:
         """Restore every component and this process's RNG states from checkpoint_last.pt.
