@@ -87,8 +87,13 @@ def init_distributed(device_setting: str) -> DistributedContext:
 
 
 def shutdown(context: DistributedContext) -> None:
-    """Leave the process group (no-op for a single process)."""
+    """Leave the process group (no-op for a single process).
+
+    All processes first meet at a barrier: a process that tears down its gloo connections while
+    another is still finishing its last collective can abort the other one.
+    """
     if context.enabled and dist.is_initialized():
+        dist.barrier()
         dist.destroy_process_group()
 
 

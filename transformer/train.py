@@ -14,6 +14,7 @@ Exit status: 0 when training finished, 1 on a non-finite loss, 2 on a configurat
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 
 from transformer.config_file import load_config
@@ -62,7 +63,13 @@ def main(argv: list[str] | None = None) -> int:
         except (FileNotFoundError, ValueError) as error:
             print(f"transformer-train: error: {error}", file=sys.stderr)
             return 2
-        trainer.train()
+        try:
+            trainer.train()
+        finally:
+            # Release the DistributedDataParallel wrapper (its reducer holds the process
+            # group) before `shutdown` destroys the group, not at interpreter exit.
+            del trainer
+            gc.collect()
     except NonFiniteLossError as error:
         print(f"transformer-train: error: {error}", file=sys.stderr)
         return 1
