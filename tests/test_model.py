@@ -190,6 +190,7 @@ def test_xavier_uniform_linear_layers():
         (dict(n_encoder_layers=0), r"n_encoder_layers \(0\)"),
         (dict(pad_id=1), "distinct"),
         (dict(attention_kernel="flash"), "attention_kernel"),
+        (dict(linear_kernel="mkl"), r"linear_kernel \('mkl'\)"),
         (dict(tgt_vocab_size=50), "share_embeddings"),
     ],
 )

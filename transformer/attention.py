@@ -13,6 +13,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from transformer.linear import Linear
+
 
 def _allowed_positions(
     key_padding_mask: torch.Tensor | None,
@@ -100,12 +102,20 @@ class MultiHeadAttention(nn.Module):
         n_heads: Number of heads H (D must be divisible by H).
         dropout: Dropout on the attention weights (0 in the paper).
         kernel: "sdpa" or "math".
+        linear_kernel: Kernel of the four projections (see `transformer.linear.Linear`).
 
     Raises:
         ValueError: when d_model is not divisible by n_heads or the kernel is unknown.
     """
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, kernel: str = "sdpa"):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        dropout: float = 0.0,
+        kernel: str = "sdpa",
+        linear_kernel: str = "auto",
+    ):
         super().__init__()
         if d_model % n_heads != 0:
             raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
@@ -115,10 +125,10 @@ class MultiHeadAttention(nn.Module):
         self.d_k = d_model // n_heads
         self.dropout = dropout
         self.kernel = kernel
-        self.q_proj = nn.Linear(d_model, d_model)
-        self.k_proj = nn.Linear(d_model, d_model)
-        self.v_proj = nn.Linear(d_model, d_model)
-        self.out_proj = nn.Linear(d_model, d_model)
+        self.q_proj = Linear(d_model, d_model, kernel=linear_kernel)
+        self.k_proj = Linear(d_model, d_model, kernel=linear_kernel)
+        self.v_proj = Linear(d_model, d_model, kernel=linear_kernel)
+        self.out_proj = Linear(d_model, d_model, kernel=linear_kernel)
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         """(B, L, D) -> (B, H, L, Dk)."""

@@ -44,6 +44,8 @@ class ModelConfig:
         layer_norm_eps: Epsilon of every LayerNorm.
         attention_kernel: "sdpa" (torch.nn.functional.scaled_dot_product_attention) or "math"
             (the written-out softmax(QK^T / sqrt(d_k)) V of equation 1).
+        linear_kernel: Float32 CPU matrix products: "auto" (oneDNN where it can run, else
+            torch.nn.functional.linear), "onednn" or "torch"; see `transformer.linear`.
         pad_id, unk_id, bos_id, eos_id: Special token ids (match the SentencePiece model).
 
     Raises:
@@ -65,6 +67,7 @@ class ModelConfig:
     max_positions: int = 1024
     layer_norm_eps: float = 1e-5
     attention_kernel: str = "sdpa"
+    linear_kernel: str = "auto"
     pad_id: int = 0
     unk_id: int = 1
     bos_id: int = 2
@@ -86,6 +89,10 @@ class ModelConfig:
         if self.attention_kernel not in ("sdpa", "math"):
             raise ValueError(
                 f"attention_kernel ({self.attention_kernel!r}) must be 'sdpa' or 'math'"
+            )
+        if self.linear_kernel not in ("auto", "onednn", "torch"):
+            raise ValueError(
+                f"linear_kernel ({self.linear_kernel!r}) must be 'auto', 'onednn' or 'torch'"
             )
         if self.tgt_vocab_size is not None:
             if self.tgt_vocab_size < 1:

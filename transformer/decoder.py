@@ -35,11 +35,12 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.norm_first = config.norm_first
         d, h = config.d_model, config.n_heads
-        self.self_attn = MultiHeadAttention(d, h, config.attention_dropout, config.attention_kernel)
-        self.cross_attn = MultiHeadAttention(
-            d, h, config.attention_dropout, config.attention_kernel
+        attention = (config.attention_dropout, config.attention_kernel, config.linear_kernel)
+        self.self_attn = MultiHeadAttention(d, h, *attention)
+        self.cross_attn = MultiHeadAttention(d, h, *attention)
+        self.feed_forward = PositionwiseFeedForward(
+            d, config.d_ff, config.activation_dropout, config.linear_kernel
         )
-        self.feed_forward = PositionwiseFeedForward(d, config.d_ff, config.activation_dropout)
         self.norm1 = nn.LayerNorm(d, eps=config.layer_norm_eps)
         self.norm2 = nn.LayerNorm(d, eps=config.layer_norm_eps)
         self.norm3 = nn.LayerNorm(d, eps=config.layer_norm_eps)

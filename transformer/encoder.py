@@ -29,10 +29,14 @@ class EncoderLayer(nn.Module):
         super().__init__()
         self.norm_first = config.norm_first
         self.self_attn = MultiHeadAttention(
-            config.d_model, config.n_heads, config.attention_dropout, config.attention_kernel
+            config.d_model,
+            config.n_heads,
+            config.attention_dropout,
+            config.attention_kernel,
+            config.linear_kernel,
         )
         self.feed_forward = PositionwiseFeedForward(
-            config.d_model, config.d_ff, config.activation_dropout
+            config.d_model, config.d_ff, config.activation_dropout, config.linear_kernel
         )
         self.norm1 = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
         self.norm2 = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)

@@ -10,6 +10,7 @@ from transformer.config import ModelConfig
 from transformer.decoder import Decoder
 from transformer.embeddings import TokenEmbedding
 from transformer.encoder import Encoder
+from transformer.linear import Linear
 from transformer.masking import padding_mask
 from transformer.positional_encoding import PositionalEncoding
 
@@ -48,7 +49,9 @@ class Transformer(nn.Module):
         )
         self.encoder = Encoder(config)
         self.decoder = Decoder(config)
-        self.output_projection = nn.Linear(config.d_model, config.target_vocab_size, bias=False)
+        self.output_projection = Linear(
+            config.d_model, config.target_vocab_size, bias=False, kernel=config.linear_kernel
+        )
         self._reset_linear_layers()
         self.output_projection.weight = self.tgt_embed.weight
 

@@ -1,0 +1,126 @@
+"""The model's affine maps x W^T + b, with a choice of CPU matrix-multiply library.
+
+Every learned projection of the paper (W^Q, W^K, W^V, W^O in section 3.2.2, W_1 and W_2 of
+equation 2, the pre-softmax projection of section 3.4) is an affine map. On CPU, PyTorch's
+`torch.nn.functional.linear` calls MKL's float32 GEMM; the same float32 product computed by
+oneDNN (which ships inside PyTorch, under `torch.ops.mkldnn`) ran 1.6-2.2x faster forward and
+1.4-3x faster forward + backward on the AMD EPYC (Zen 5) CPU of our benchmarks, where MKL does
+not use its fastest code path. `Linear` therefore computes float32 CPU products with oneDNN
+("auto") and everything else (CUDA, bf16/fp16 autocast, `torch.compile`) with
+`torch.nn.functional.linear`. Both compute the same float32 sums, in a different order
+(they agree to about 1e-6 relative); `kernel="torch"` always uses PyTorch's default.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+KERNELS = ("auto", "onednn", "torch")
+
+
+@functools.lru_cache(maxsize=1)
+def onednn_available() -> bool:
+    """Whether this PyTorch build has oneDNN's float32 linear operator for CPU tensors."""
+    if not torch.backends.mkldnn.is_available():
+        return False
+    try:
+        op = torch.ops.mkldnn._linear_pointwise
+        out = op(torch.ones(2, 3), torch.ones(4, 3), torch.zeros(4), "none", [], "")
+    except (AttributeError, RuntimeError):
+        return False
+    return out.shape == (2, 4) and bool(torch.all(out == 3.0))
+
+
+def _onednn_matmul(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    """x w^T + b by oneDNN. Shape: x (..., I), w (O, I), b (O,); output (..., O)."""
+    return torch.ops.mkldnn._linear_pointwise(x, w, b, "none", [], "")
+
+
+class _OneDNNLinearFunction(torch.autograd.Function):
+    """y = x W^T + b with oneDNN products in the forward and the backward pass.
+
+    Backward: dL/dx = g W, dL/dW = g^T x, dL/db = sum of g over positions (the same
+    formulas as `torch.nn.functional.linear`'s autograd), each product again by oneDNN.
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        return _onednn_matmul(x, weight, bias)  # (..., I) -> (..., O)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        grad_x = grad_w = grad_b = None
+        if ctx.needs_input_grad[0]:
+            grad_x = _onednn_matmul(grad, weight.t(), None)  # (..., O) @ (O, I) -> (..., I)
+        grad_2d = grad.reshape(-1, grad.shape[-1])  # (..., O) -> (N, O)
+        if ctx.needs_input_grad[1]:
+            x_2d = x.reshape(-1, x.shape[-1])  # (..., I) -> (N, I)
+            grad_w = _onednn_matmul(grad_2d.t(), x_2d.t(), None)  # (O, N) @ (N, I) -> (O, I)
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            grad_b = grad_2d.sum(0)  # (N, O) -> (O,)
+        return grad_x, grad_w, grad_b
+
+
+class Linear(nn.Linear):
+    """`torch.nn.Linear` (same parameters, names and initialisation) with a kernel choice.
+
+    Args:
+        in_features: Input width I.
+        out_features: Output width O.
+        bias: Learn an additive bias b.
+        kernel: "auto" (oneDNN for float32 CPU tensors outside autocast and `torch.compile`,
+            when this build has it; `torch.nn.functional.linear` otherwise), "onednn" (the same,
+            but an error where oneDNN cannot be used), or "torch" (always
+            `torch.nn.functional.linear`).
+
+    Shape:
+        input: (..., I). output: (..., O).
+
+    Raises:
+        ValueError: for an unknown kernel, or with "onednn" on input oneDNN cannot take.
+    """
+
+    def __init__(
+        self, in_features: int, out_features: int, bias: bool = True, kernel: str = "auto"
+    ) -> None:
+        if kernel not in KERNELS:
+            raise ValueError(f"linear kernel ({kernel!r}) must be one of {', '.join(KERNELS)}")
+        super().__init__(in_features, out_features, bias=bias)
+        self.kernel = kernel
+
+    def uses_onednn(self, x: torch.Tensor) -> bool:
+        """Whether `forward(x)` computes with oneDNN (see the class docstring)."""
+        if self.kernel == "torch" or x.numel() == 0:  # oneDNN rejects empty products
+            return False
+        fits = (
+            x.device.type == "cpu"
+            and x.dtype == torch.float32
+            and self.weight.dtype == torch.float32
+            and x.layout == torch.strided
+            and not torch.is_autocast_enabled("cpu")
+            and not torch.compiler.is_compiling()
+            and onednn_available()
+        )
+        if self.kernel == "onednn" and not fits:
+            raise ValueError(
+                "linear kernel 'onednn' needs float32 CPU input outside autocast and "
+                f"torch.compile on a PyTorch build with oneDNN (got {x.dtype} on {x.device})"
+            )
+        return fits
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x W^T + b: (..., I) -> (..., O)."""
+        if self.uses_onednn(x):
+            return _OneDNNLinearFunction.apply(x, self.weight, self.bias)
+        return F.linear(x, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, kernel={self.kernel}"
