@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from transformer import attention as attention_module
 from transformer.attention import MultiHeadAttention, scaled_dot_product_attention
 
 
@@ -88,3 +89,30 @@ def test_all_masked_rows_give_zeros_without_nan(kernel):
 def test_rejects_indivisible_heads():
     with pytest.raises(ValueError, match=r"d_model \(30\) must be divisible by n_heads \(4\)"):
         MultiHeadAttention(30, 4)
+
+
+@pytest.mark.parametrize(
+    "kernel, dtype, expect_math",
+    [
+        ("auto", torch.float32, False),
+        ("auto", torch.bfloat16, True),
+        ("auto", torch.float16, True),
+        ("sdpa", torch.bfloat16, False),
+        ("math", torch.float32, True),
+    ],
+)
+def test_auto_kernel_takes_math_for_half_precision_on_cpu(kernel, dtype, expect_math, monkeypatch):
+    attn = MultiHeadAttention(16, 2, kernel=kernel).eval().to(dtype)
+    calls = []
+    original = attention_module.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(attention_module, "scaled_dot_product_attention", spy)
+    x = torch.randn(2, 5, 16, dtype=dtype)
+    out, _ = attn(x, x, x)
+    assert out.dtype == dtype
+    assert bool(calls) == expect_math
+    assert attn.uses_math_kernel(x) == expect_math

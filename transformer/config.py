@@ -42,8 +42,9 @@ class ModelConfig:
         max_positions: Size of the precomputed sinusoidal table; longer inputs are computed
             on the fly, so this only bounds the decoder's maximum output length hint.
         layer_norm_eps: Epsilon of every LayerNorm.
-        attention_kernel: "sdpa" (torch.nn.functional.scaled_dot_product_attention) or "math"
-            (the written-out softmax(QK^T / sqrt(d_k)) V of equation 1).
+        attention_kernel: "sdpa" (torch.nn.functional.scaled_dot_product_attention), "math"
+            (the written-out softmax(QK^T / sqrt(d_k)) V of equation 1), or "auto" (math for
+            bf16/fp16 on CPU, sdpa otherwise).
         linear_kernel: Float32 CPU matrix products: "auto" (oneDNN where it can run, else
             torch.nn.functional.linear), "onednn" or "torch"; see `transformer.linear`.
         pad_id, unk_id, bos_id, eos_id: Special token ids (match the SentencePiece model).
@@ -66,7 +67,7 @@ class ModelConfig:
     share_embeddings: bool = True
     max_positions: int = 1024
     layer_norm_eps: float = 1e-5
-    attention_kernel: str = "sdpa"
+    attention_kernel: str = "auto"
     linear_kernel: str = "auto"
     pad_id: int = 0
     unk_id: int = 1
@@ -86,9 +87,9 @@ class ModelConfig:
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ValueError(f"{name} ({value}) must be in [0, 1)")
-        if self.attention_kernel not in ("sdpa", "math"):
+        if self.attention_kernel not in ("auto", "sdpa", "math"):
             raise ValueError(
-                f"attention_kernel ({self.attention_kernel!r}) must be 'sdpa' or 'math'"
+                f"attention_kernel ({self.attention_kernel!r}) must be 'auto', 'sdpa' or 'math'"
             )
         if self.linear_kernel not in ("auto", "onednn", "torch"):
             raise ValueError(
