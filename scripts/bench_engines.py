@@ -9,7 +9,8 @@
   embeddings, static sinusoidal positions, dropout 0.1 on residuals only, one shared embedding
   matrix tied to the output projection.
 
-Every engine trains with the same step (Adam, label-smoothed cross-entropy ignoring padding) and
+Every engine trains with the same step (PyTorch's fused Adam, which our trainer uses and Hugging
+Face's Trainer uses by default with torch >= 2.8; label-smoothed cross-entropy ignoring padding) and
 decodes with EOS suppressed and a forced output length, so every system emits the same tokens
 count. Each engine runs inside its own worker process (`scripts/bench_workers.py`).
 """
@@ -155,7 +156,7 @@ class Engine:
             lr=1e-5,
             betas=(0.9, 0.98),
             eps=1e-9,
-            fused=self.device.type == "cuda",
+            fused=True,  # every engine: ours trains with it, HF's Trainer defaults to it
         )
         self.model = torch.compile(model) if compile_model else model
 

@@ -54,6 +54,29 @@ def test_optimizer_is_adam_with_the_paper_settings():
     assert tuple(group["betas"]) == (0.9, 0.98)
     assert group["eps"] == 1e-9
     assert group["weight_decay"] == 0.0
+    assert group["fused"] is True  # CPU parameters: PyTorch's fused Adam
+
+
+def test_fused_adam_follows_the_reference_adam_for_several_steps():
+    torch.manual_seed(0)
+    ours, ref = torch.nn.Linear(6, 5), torch.nn.Linear(6, 5)
+    ref.load_state_dict(ours.state_dict())
+    initial = ours.weight.detach().clone()
+    train = TrainConfig(weight_decay=0.01)
+    optimizer = build_optimizer(ours, train)
+    reference = torch.optim.Adam(
+        ref.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.01, foreach=False
+    )
+    for step in range(1, 6):
+        x = torch.randn(4, 6)
+        for layer, opt in ((ours, optimizer), (ref, reference)):
+            opt.param_groups[0]["lr"] = noam_rate(step, 512, 4)
+            opt.zero_grad()
+            layer(x).pow(2).sum().backward()
+            opt.step()
+    for a, b in zip(ours.parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+    assert (ours.weight - initial).abs().min() > 0  # every weight moved
 
 
 def test_first_update_uses_the_rate_of_step_one():
