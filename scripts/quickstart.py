@@ -29,6 +29,7 @@ from pathlib import Path
 
 import yaml
 
+from transformer.corpus import resolve_prefix
 from transformer.run_directory import RunDirectory
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,8 +48,11 @@ def find_multi30k(download_dir: Path) -> Path:
     wanted = [f"{name}.{lang}" for name in SPLITS.values() for lang in ("en", "de")]
     candidates = []
     if os.environ.get("TRANSFORMER_DATA_DIR"):
-        candidates.append(Path(os.environ["TRANSFORMER_DATA_DIR"]) / "multi30k")
-    candidates.append(download_dir)
+        # Absolute, so that transformer-train does not resolve it against the variable again.
+        candidates.append(
+            Path(os.environ["TRANSFORMER_DATA_DIR"]).expanduser().resolve() / "multi30k"
+        )
+    candidates.append(download_dir.expanduser().resolve())
     for folder in candidates:
         if all((folder / name).is_file() for name in wanted):
             return folder
@@ -109,12 +113,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--average-last", type=int, default=5, help="checkpoints to average (5)")
     parser.add_argument("--download-dir", default=str(REPO / "data" / "multi30k"))
     parser.add_argument("--fresh", action="store_true", help="retrain even if the run exists")
+    parser.add_argument(
+        "--run-dir", help="checkpoints and logs (default: checkpoints/multi30k_<src>-<tgt>)"
+    )
+    parser.add_argument(
+        "--results-dir",
+        help="where the scores, hypotheses and summary go (default: results/ for the full job, "
+        "the run directory when --max-minutes, --run-dir or overrides change the job)",
+    )
     parser.add_argument("overrides", nargs="*", help="extra config overrides (section.key=value)")
     args = parser.parse_args(argv)
 
     src, tgt = args.direction.split("-")
     data_dir = find_multi30k(Path(args.download_dir))
-    run_dir = REPO / "checkpoints" / f"multi30k_{src}-{tgt}"
+    run_dir = Path(args.run_dir or REPO / "checkpoints" / f"multi30k_{src}-{tgt}").resolve()
     overrides = [
         f"data.source_lang={src}",
         f"data.target_lang={tgt}",
@@ -155,10 +167,16 @@ def main(argv: list[str] | None = None) -> int:
             str(averaged),
         ]
     )
-    decode = yaml.safe_load((run_dir / "config.yaml").read_text())["decode"]
-    results_dir = REPO / "results"
+    run_config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    decode = run_config["decode"]
+    # The recorded results in results/ are only replaced by the full, unmodified job.
+    changed = args.max_minutes is not None or bool(args.overrides) or args.run_dir is not None
+    results_dir = Path(args.results_dir or (run_dir if changed else REPO / "results"))
+    results_dir.mkdir(parents=True, exist_ok=True)
+    test_prefix = resolve_prefix(run_config["data"]["test"] or data_dir / "test_2016_flickr")
+    test_name = test_prefix.name
     scores_path = results_dir / f"multi30k_{src}-{tgt}.scores.json"
-    hyp_path = results_dir / f"multi30k_{src}-{tgt}.test_2016_flickr.hyp.{tgt}"
+    hyp_path = results_dir / f"multi30k_{src}-{tgt}.{test_name}.hyp.{tgt}"
     run(
         [
             python,
@@ -167,9 +185,9 @@ def main(argv: list[str] | None = None) -> int:
             "--checkpoint",
             str(averaged),
             "--src",
-            str(data_dir / f"test_2016_flickr.{src}"),
+            f"{test_prefix}.{src}",
             "--ref",
-            str(data_dir / f"test_2016_flickr.{tgt}"),
+            f"{test_prefix}.{tgt}",
             "--beam-size",
             str(decode["beam_size"]),
             "--length-penalty",
@@ -185,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = training_summary(run_dir)
     result = {
         "direction": f"{src}-{tgt}",
-        "test_set": "multi30k test_2016_flickr (1000 sentences)",
+        "test_set": f"{test_prefix} ({scores['n_segments']} sentences)",
         "bleu": scores["bleu"],
         "chrf": scores["chrf"],
         "tokenized_bleu": scores["tokenized_bleu"],
@@ -212,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         ("whole job", f"{result['job_minutes']:.1f} min"),
     ]
     print(
-        f"\nMulti30k {src}->{tgt}, test_2016_flickr, averaged last {average_last}, "
+        f"\nMulti30k {src}->{tgt}, {test_name}, averaged last {average_last}, "
         f"beam {decode['beam_size']}, alpha {decode['length_penalty']}"
     )
     for name, value in rows:

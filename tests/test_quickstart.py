@@ -28,3 +28,11 @@ def test_offline_without_local_files_says_what_to_do(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     with pytest.raises(FileNotFoundError, match="bentrevett/multi30k.*TRANSFORMER_DATA_DIR"):
         find_multi30k(tmp_path / "download")
+
+
+def test_relative_data_dir_comes_back_absolute(shared_data, tmp_path, monkeypatch):
+    """A relative TRANSFORMER_DATA_DIR must not be resolved twice (by us, then by the trainer)."""
+    monkeypatch.chdir(shared_data.parent)
+    monkeypatch.setenv("TRANSFORMER_DATA_DIR", shared_data.name)
+    found = find_multi30k(tmp_path / "download")
+    assert found.is_absolute() and found == (shared_data / "multi30k").resolve()

@@ -103,3 +103,33 @@ def test_linear_kernels_script_prints_every_product(capsys):
     assert status == 0 and len(rows) == 2 * len(linear_kernels.SHAPES)
     # The two kernels compute the same float32 products: outputs differ by rounding only.
     assert all(float(row.split()[-1]) < 1e-3 for row in rows)
+
+
+@pytest.mark.slow
+def test_quickstart_end_to_end_with_a_relative_data_dir(tmp_path, shared_data, monkeypatch):
+    """A changed job (overrides) honours data.test and leaves the recorded results/ alone."""
+    for lang in ("en", "de"):
+        _head(shared_data / f"multi30k/test_2016_flickr.{lang}", tmp_path / f"mini.{lang}", 12)
+    recorded = {p: p.stat().st_mtime_ns for p in (REPO / "results").glob("multi30k_*")}
+    env = {
+        **os.environ,
+        "TRANSFORMER_DATA_DIR": os.path.relpath(shared_data, REPO),  # relative, as in the README
+        "OMP_NUM_THREADS": "1",
+    }
+    run_dir = tmp_path / "run"
+    command = [
+        sys.executable,
+        str(REPO / "scripts/quickstart.py"),
+        "--run-dir",
+        str(run_dir),
+        *TINY,
+        "train.validate_interval_steps=0",
+        f"data.test={tmp_path / 'mini'}",
+    ]
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    hyp = run_dir / "multi30k_en-de.mini.hyp.de"
+    assert len(hyp.read_text(encoding="utf-8").splitlines()) == 12
+    result = json.loads((run_dir / "multi30k_en-de.json").read_text())
+    assert result["test_set"].endswith("mini (12 sentences)")
+    assert {p: p.stat().st_mtime_ns for p in (REPO / "results").glob("multi30k_*")} == recorded
