@@ -320,3 +320,15 @@ def test_fresh_start_sets_the_earlier_run_aside(tmp_path, shared_data, monkeypat
     (aside,) = run_dir.glob("previous-*")
     assert (aside / "checkpoint_4.pt").is_file() and (aside / "metrics.jsonl").is_file()
     assert [r["step"] for r in _train_records(run_dir)] == [1, 2]
+
+
+def test_onednn_linear_kernel_with_bf16_is_refused_before_training(tmp_path):
+    overrides = [
+        f"train.output_dir={tmp_path}",
+        "train.device=cpu",
+        "train.precision=bf16",
+        "model.linear_kernel=onednn",
+    ]
+    with pytest.raises(ValueError, match="model.linear_kernel 'onednn'.*bf16 on cpu"):
+        Trainer(load_config(TINY, overrides))
+    assert not any(tmp_path.iterdir())  # nothing was prepared or written

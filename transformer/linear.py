@@ -9,6 +9,8 @@ not use its fastest code path. `Linear` therefore computes float32 CPU products 
 ("auto") and everything else (CUDA, bf16/fp16 autocast, `torch.compile`) with
 `torch.nn.functional.linear`. Both compute the same float32 sums, in a different order
 (they agree to about 1e-6 relative); `kernel="torch"` always uses PyTorch's default.
+The oneDNN path has first derivatives only (no double backward, which the Transformer never
+needs); `kernel="torch"` supports higher derivatives.
 """
 
 from __future__ import annotations
@@ -110,9 +112,14 @@ class Linear(nn.Linear):
             and onednn_available()
         )
         if self.kernel == "onednn" and not fits:
+            autocast = "on" if torch.is_autocast_enabled("cpu") else "off"
+            found = "found" if onednn_available() else "missing"
             raise ValueError(
-                "linear kernel 'onednn' needs float32 CPU input outside autocast and "
-                f"torch.compile on a PyTorch build with oneDNN (got {x.dtype} on {x.device})"
+                "linear kernel 'onednn' needs float32 CPU input and weights outside autocast "
+                "and torch.compile, on a PyTorch build with oneDNN (got input "
+                f"{x.dtype} on {x.device}, weight {self.weight.dtype}, CPU autocast "
+                f"{autocast}, oneDNN {found})"
+                "; use kernel 'auto' to fall back to torch.nn.functional.linear"
             )
         return fits
 

@@ -103,6 +103,14 @@ class Trainer:
             torch.set_num_threads(train.num_threads)
         torch.set_flush_denormal(train.flush_denormal)
         self.precision = resolve_precision(train.precision, self.device)
+        if config.model.linear_kernel == "onednn" and (
+            self.precision != "fp32" or self.device.type != "cpu"
+        ):
+            raise ValueError(
+                "model.linear_kernel 'onednn' computes float32 products on the CPU only, but "
+                f"this run trains in {self.precision} on {self.device}; use "
+                "model.linear_kernel=auto (oneDNN where it applies) or train.precision=fp32"
+            )
         self.update_freq = derive_update_freq(train, world)
         self.run_dir = RunDirectory(train.output_dir)
         # Rank 0 trains (or finds) the SentencePiece model and caches the data; then the others.
