@@ -109,11 +109,12 @@ def format_table(report: dict) -> str:
     lines.append("")
     lines.append(f"{'ratio (median of per-round ratios)':<38} {'median':>8} {'min':>8} {'max':>8}")
     targets = {t["key"]: t for t in report["targets"]}
+    caveat = " (disturbed run: measure again)" if report["load"]["disturbed"] else ""
     for name, r in report["ratio_stats"].items():
         target = targets.get(name)
         verdict = ""
         if target:
-            verdict = f"target {target['target']}: {'met' if target['met'] else 'MISSED'}"
+            verdict = f"target {target['target']}: {'met' if target['met'] else 'MISSED'}{caveat}"
         lines.append(f"{name:<38} {r['median']:>8.3f} {r['min']:>8.3f} {r['max']:>8.3f}  {verdict}")
     load = report["load"]
     lines.append("")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import platform
+import subprocess
 import time
 import traceback
 from dataclasses import asdict, dataclass
@@ -242,6 +243,29 @@ def machine_load(sample_seconds: float = 2.0) -> dict:
         "cpu_busy_percent": busy,
         "sample_seconds": sample_seconds,
     }
+
+
+def source_revision() -> dict:
+    """The git commit of the measured code and whether the working tree had changes.
+
+    Returns:
+        {"commit": 40-hex str or None, "dirty": bool or None} (None outside a git checkout).
+    """
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return {"commit": None, "dirty": None}
+    return {"commit": commit, "dirty": bool(status.strip())}
 
 
 def machine_info(settings: ProcessSettings) -> dict:

@@ -31,7 +31,13 @@ from pathlib import Path
 
 from scripts.bench_engines import Dims, random_batch, random_sources
 from scripts.bench_report import check_targets, format_table, load_verdict, ratio_summary, summary
-from scripts.bench_workers import ProcessSettings, Worker, machine_info, machine_load
+from scripts.bench_workers import (
+    ProcessSettings,
+    Worker,
+    machine_info,
+    machine_load,
+    source_revision,
+)
 
 
 class CacheMismatchError(AssertionError):
@@ -316,6 +322,7 @@ def main(argv: list[str] | None = None, plan: Plan | None = None) -> int:
         "benchmark": "scripts/benchmark.py",
         "command": "python -m scripts.benchmark "
         + " ".join(sys.argv[1:] if argv is None else argv),
+        "source": source_revision(),
         "mode": plan.mode,
         "device": args.device,
         "dims_note": body.get("dims_note", plan.dims_note),

@@ -155,6 +155,27 @@ def test_json_report_has_the_required_keys(tmp_path):
     assert figure["min"] <= figure["median"] <= figure["max"]
     assert {t["key"] for t in report["targets"]} >= {"train_vs_torch_nn", "decode_200_over_25"}
     assert "disturbed" in report["load"]
+    commit = report["source"]["commit"]  # the measured code (None outside a git checkout)
+    assert commit is None or (len(commit) == 40 and isinstance(report["source"]["dirty"], bool))
+
+
+def test_a_disturbed_run_says_so_next_to_every_verdict():
+    from scripts.bench_report import format_table
+
+    stats = {"median": 1.5, "min": 1.4, "max": 1.6}
+    report = {
+        "mode": "full",
+        "device": "cpu",
+        "dims_note": "dims",
+        "figures": {},
+        "ratio_stats": {"train_vs_hf": stats},
+        "targets": [{"key": "train_vs_hf", "target": ">= 1.0", "met": True}],
+        "load": {"disturbed": True, "note": "busy"},
+        "cache_check": None,
+    }
+    assert "met (disturbed run: measure again)" in format_table(report)
+    report["load"]["disturbed"] = False
+    assert "target >= 1.0: met\n" in format_table(report) + "\n"
 
 
 @pytest.mark.slow  # starts a Hugging Face worker (importing transformers takes seconds)

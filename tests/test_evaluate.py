@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 
 import pytest
@@ -150,3 +151,37 @@ def test_decoding_options_are_checked_first(tmp_path, capsys, option, value):
     argv = ["--checkpoint", never, "--src", str(src), "--ref", str(src), option, value]
     assert main(argv) == 1
     assert capsys.readouterr().err.startswith(f"transformer-evaluate: error: {option} (")
+
+
+@pytest.mark.parametrize(
+    "outputs, message",
+    [
+        (["--json", "{hyp}"], "--json .*hyp.de is also an input"),
+        (["--json", "{ref}"], "--json .*ref.de is also an input"),
+        (["--json", "{tmp}"], "--json .* is a directory"),
+        (["--json", "{ref}/x.json"], "ref.de is a file, not a directory"),
+    ],
+)
+def test_outputs_never_overwrite_inputs(tmp_path, capsys, outputs, message):
+    hyp = write_lines(tmp_path / "hyp.de", HYPS)
+    ref = write_lines(tmp_path / "ref.de", REFS)
+    before = {p: p.read_bytes() for p in (hyp, ref)}
+    names = {"hyp": hyp, "ref": ref, "tmp": tmp_path}
+    argv = ["--hyp", str(hyp), "--ref", str(ref), *(o.format(**names) for o in outputs)]
+    assert main(argv) == 1
+    assert re.search(message, capsys.readouterr().err)
+    assert {p: p.read_bytes() for p in (hyp, ref)} == before
+
+
+def test_outputs_checked_first(model, tokenizer, tmp_path, capsys, monkeypatch):  # noqa: F811
+    checkpoint = tmp_path / "checkpoint_best.pt"
+    write_checkpoint(checkpoint, model, tokenizer)
+    src = write_lines(tmp_path / "test.en", synthetic_sentences(3, seed=20))
+    ref = write_lines(tmp_path / "test.de", synthetic_sentences(3, seed=21))
+    before = src.read_bytes()
+    monkeypatch.setattr(Translator, "translate", lambda *a, **k: pytest.fail("translated"))
+    args = ["--checkpoint", str(checkpoint), "--src", str(src), "--ref", str(ref)]
+    assert main(args + ["--hyp-out", str(src)]) == 1
+    assert "--hyp-out" in capsys.readouterr().err and src.read_bytes() == before
+    assert main(args + ["--hyp-out", str(tmp_path / "h"), "--json", str(tmp_path / "h")]) == 1
+    assert "name the same file" in capsys.readouterr().err

@@ -69,6 +69,15 @@ def test_errors_are_one_clear_line(checkpoint, tmp_path, capsys):
     assert "nbest (5) must be between 1 and beam_size (4)" in capsys.readouterr().err
     assert main(["--checkpoint", str(checkpoint), "--nbest", "2", "--greedy"]) == 1
     assert "needs beam search" in capsys.readouterr().err
+    same = ["--checkpoint", str(checkpoint), "--input", str(source), "--output", str(source)]
+    assert main(same) == 1
+    assert "also an input" in capsys.readouterr().err
+    assert source.read_text(encoding="utf-8") == "a man.\n"
+    assert (
+        main(["--checkpoint", str(checkpoint), "--input", str(source), "--output", str(tmp_path)])
+        == 1
+    )
+    assert "is a directory" in capsys.readouterr().err
 
 
 def test_runs_as_module():

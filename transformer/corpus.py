@@ -253,3 +253,36 @@ def read_parallel(spec: str, source_lang: str, target_lang: str) -> ParallelText
     if spec.startswith(HF_PREFIX):
         return read_hf(spec, source_lang, target_lang)
     return read_local(spec, source_lang, target_lang)
+
+
+def check_output_path(path: str | Path, inputs: list, flag: str) -> Path:
+    """Refuse an output file that would overwrite an input or cannot be written as a file.
+
+    Called before any work, so that a bad path fails in seconds and never after a long
+    translation, and so that no input (source, reference, hypotheses, checkpoint) is lost.
+
+    Args:
+        path: The output file.
+        inputs: Input files of the same command (None entries are skipped).
+        flag: The command-line option that named `path`, for the message.
+
+    Returns:
+        `path` as a Path.
+
+    Raises:
+        ValueError: when `path` is an existing directory, sits under an existing file, or is
+            the same file as one of `inputs`.
+    """
+    out = Path(path)
+    if out.is_dir():
+        raise ValueError(f"{flag} {out} is a directory; give a file name")
+    blocking = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise ValueError(f"{flag} {out}: {blocking} is a file, not a directory")
+    for given in inputs:
+        if given is not None and Path(given).exists() and out.exists():
+            if out.resolve() == Path(given).resolve():
+                raise ValueError(
+                    f"{flag} {out} is also an input of this command; it would be overwritten"
+                )
+    return out

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from transformer.bleu import corpus_scores, format_scores
-from transformer.corpus import read_lines
+from transformer.corpus import check_output_path, read_lines
 from transformer.translate import (
     add_decoding_arguments,
     check_decoding_arguments,
@@ -181,6 +181,14 @@ def _run(args: argparse.Namespace) -> int:
         src_path = Path(args.src) if args.src else None
         ref_paths = [Path(args.ref)]
         test_name = src_path.stem if src_path else Path(args.ref).stem
+    hyp_out, json_out = _output_paths(args, test_name)
+    inputs = [args.hyp, args.checkpoint, src_path, *ref_paths]
+    outputs = [(hyp_out, "--hyp-out"), (json_out, "--json")]
+    for path, flag in outputs:
+        if path is not None:
+            check_output_path(path, inputs, flag)
+    if hyp_out is not None and json_out is not None and hyp_out == json_out:
+        raise ValueError(f"--hyp-out and --json name the same file ({hyp_out})")
     refs = {path: read_lines(path) for path in ref_paths}
     target_lang = _target_lang(args, ref_paths)
     report: dict = {"target_lang": target_lang, "ref": [str(p) for p in ref_paths]}
@@ -215,7 +223,6 @@ def _run(args: argparse.Namespace) -> int:
     scores = corpus_scores(hyps, list(refs.values()), target_lang=target_lang)
     report["scores"] = scores
     print(format_scores(scores))
-    hyp_out, json_out = _output_paths(args, test_name)
     if hyp_out is not None:
         hyp_out.parent.mkdir(parents=True, exist_ok=True)
         hyp_out.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")

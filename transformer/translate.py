@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from transformer.config import DecodeConfig
-from transformer.corpus import decode_lines, read_lines
+from transformer.corpus import check_output_path, decode_lines, read_lines
 
 DECODE_OPTIONS = (
     "beam_size",
@@ -206,6 +206,8 @@ def _run(args: argparse.Namespace) -> int:
     check_decoding_arguments(args)
     if args.beam_size is not None and args.nbest > args.beam_size:
         raise ValueError(f"nbest ({args.nbest}) must be between 1 and beam_size ({args.beam_size})")
+    if args.output:
+        check_output_path(args.output, [args.input, args.checkpoint], "--output")
     device = resolve_device(args.device)
     from transformer.translator import Translator
 
