@@ -136,3 +136,15 @@ def test_output_parents_are_created_and_a_directory_is_refused(tmp_path, spm_byt
     capsys.readouterr()
     assert main(["--inputs", str(a), "--output", str(tmp_path)]) == 2
     assert f"--output {tmp_path} is a directory" in capsys.readouterr().err
+
+
+def test_kernel_choices_and_keys_from_older_versions_still_average(tmp_path, spm_bytes):
+    """A resumed run may switch kernels; a checkpoint may predate a config field."""
+    a = _write(tmp_path / "a.pt", spm_bytes, 1.0, 1)
+    kernels = dataclasses.replace(CONFIG, attention_kernel="math", linear_kernel="torch")
+    b = _write(tmp_path / "b.pt", spm_bytes, 3.0, 2, kernels)
+    state = read_checkpoint(b)
+    del state["model_config"]["linear_kernel"]  # as written before linear_kernel existed
+    save_checkpoint(state, tmp_path / "old.pt")
+    averaged = average_checkpoints([a, tmp_path / "old.pt"])
+    assert all(torch.all(v == 2.0) for v in averaged["model"].values() if v.is_floating_point())

@@ -193,3 +193,34 @@ def test_tampered_spm_bytes_name_the_checkpoint(tmp_path, spm_bytes):
     torch.save(_checkpoint(_model(), b"not a sentencepiece model"), path)
     with pytest.raises(ValueError, match=rf"^{path}: .*SentencePiece"):
         load_checkpoint(path)
+
+
+class _SystemCall:
+    def __reduce__(self):
+        return (os.system, ("echo this must never run",))
+
+
+def test_pickled_function_call_is_refused_without_the_weights_only_false_advice(tmp_path):
+    path = tmp_path / "call.pt"
+    torch.save({"format_version": FORMAT_VERSION, "payload": _SystemCall()}, path)
+    with pytest.raises(ValueError) as error:
+        read_checkpoint(path)
+    message = str(error.value)
+    assert str(path) in message and "GLOBAL" in message and "system" in message
+    assert "weights_only" not in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "stored, message",
+    [
+        ({"vocab_size": 40, "colour": "red"}, r"keys this version does not know: \['colour'\]"),
+        ({"vocab_size": 40, "d_model": 0}, r"invalid model_config: d_model \(0\)"),
+        ({"vocab_size": 40, "linear_kernel": "bogus"}, "invalid model_config: linear_kernel"),
+        (None, "'model_config' must be a mapping, not NoneType"),
+    ],
+)
+def test_bad_model_config_names_the_file(tmp_path, spm_bytes, stored, message):
+    path = tmp_path / "bad.pt"
+    torch.save({**_checkpoint(_model(), spm_bytes), "model_config": stored}, path)
+    with pytest.raises(ValueError, match=rf"^{path}: .*{message}"):
+        load_checkpoint(path)

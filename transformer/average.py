@@ -18,12 +18,14 @@ model, step of the newest input) without optimizer or data state, so `load_check
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
 import torch
 
 from transformer.checkpoint import read_checkpoint, save_checkpoint, strip_wrapper_prefixes
+from transformer.config import ModelConfig
 from transformer.run_directory import RunDirectory
 
 # Entries of the newest input copied into the output (the training state is not).
@@ -108,10 +110,31 @@ SAME_RUN_ENTRIES = {
 }
 
 
+# ModelConfig fields that choose how the same function is computed, not what the weights mean:
+# a run may change them on resume, and its checkpoints still average.
+KERNEL_FIELDS = ("attention_kernel", "linear_kernel")
+
+
+def _architecture(model_config) -> dict | None:
+    """A checkpoint's model config with defaults filled in and the kernel choices left out."""
+    if not isinstance(model_config, dict):
+        return model_config
+    defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
+    merged = {**defaults, **model_config}
+    return {k: v for k, v in merged.items() if k not in KERNEL_FIELDS}
+
+
 def _check_same_run(first: dict, checkpoint: dict, first_path, path) -> None:
-    """Raise ValueError naming both files when their vocabularies or model configs differ."""
+    """Raise ValueError naming both files when their vocabularies or model configs differ.
+
+    Model configs are compared without the kernel choices (`KERNEL_FIELDS`), with missing keys
+    (checkpoints written before a field existed) taken at their defaults.
+    """
     for entry, what in SAME_RUN_ENTRIES.items():
-        if checkpoint.get(entry) != first.get(entry):
+        mine, theirs = checkpoint.get(entry), first.get(entry)
+        if entry == "model_config":
+            mine, theirs = _architecture(mine), _architecture(theirs)
+        if mine != theirs:
             raise ValueError(
                 f"{path} and {first_path} have a different {what}; only checkpoints of the "
                 "same model and vocabulary can be averaged"

@@ -16,6 +16,7 @@ from the file alone.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import re
@@ -147,6 +148,9 @@ def _load_problem(error: Exception) -> str:
     found = re.search(r"WeightsUnpickler error:\s*(.*?)(?:\s+Please use|\n\n|$)", text, re.S)
     if found:
         return found.group(1).strip()
+    found = re.search(r"(Trying to load unsupported GLOBAL [^\n]*)", text)
+    if found:  # a pickled call to a blocked function (e.g. os.system): never executed
+        return found.group(1).strip()
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
@@ -176,6 +180,23 @@ def unwrap_model(model: torch.nn.Module) -> torch.nn.Module:
             return model
 
 
+def _model_config(stored, path) -> ModelConfig:
+    """The checkpoint's `model_config` entry as a ModelConfig, or a ValueError naming the file."""
+    if not isinstance(stored, dict):
+        raise ValueError(f"{path}: 'model_config' must be a mapping, not {type(stored).__name__}")
+    known = {f.name for f in dataclasses.fields(ModelConfig)}
+    unknown = sorted(set(stored) - known)
+    if unknown:
+        raise ValueError(
+            f"{path}: model_config has keys this version does not know: {unknown} "
+            "(written by a newer version of the code?)"
+        )
+    try:
+        return ModelConfig(**stored)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{path}: invalid model_config: {error}") from error
+
+
 def load_checkpoint(
     path: str | Path, device: str | torch.device = "cpu"
 ) -> tuple[Transformer, Tokenizer, Config]:
@@ -193,7 +214,7 @@ def load_checkpoint(
             do not fit the stored model config.
     """
     state = read_checkpoint(path)
-    model_config = ModelConfig(**state["model_config"])
+    model_config = _model_config(state.get("model_config"), path)
     model = Transformer(model_config)
     try:
         model.load_state_dict(strip_wrapper_prefixes(state["model"]))
