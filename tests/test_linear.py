@@ -122,3 +122,21 @@ def test_model_kernels_agree_forward_and_backward():
     torch.testing.assert_close(grads["onednn"][0], grads["torch"][0], atol=1e-5, rtol=1e-5)
     for name, grad in grads["torch"][1].items():
         torch.testing.assert_close(grads["onednn"][1][name], grad, atol=1e-4, rtol=1e-4)
+
+
+@needs_onednn
+def test_second_derivatives_equal_torch_linear():
+    """A recorded backward pass (Hessians, double backward) must stay exact, never zero."""
+    ours, ref = reference_pair(5, 3)
+    x = torch.randn(5)
+    hessian = torch.autograd.functional.hessian(lambda v: ours(v).pow(3).sum(), x)
+    expected = torch.autograd.functional.hessian(lambda v: ref(v).pow(3).sum(), x.double())
+    torch.testing.assert_close(hessian.double(), expected, atol=1e-5, rtol=1e-5)
+    x = torch.randn(4, 5, requires_grad=True)
+    (grad,) = torch.autograd.grad(ours(x).pow(3).sum(), x, create_graph=True)
+    grad.sum().backward()
+    x_ref = x.detach().double().requires_grad_()
+    (grad_ref,) = torch.autograd.grad(ref(x_ref).pow(3).sum(), x_ref, create_graph=True)
+    grad_ref.sum().backward()
+    torch.testing.assert_close(x.grad.double(), x_ref.grad, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(ours.weight.grad.double(), ref.weight.grad, atol=1e-5, rtol=1e-5)

@@ -331,4 +331,7 @@ def test_onednn_linear_kernel_with_bf16_is_refused_before_training(tmp_path):
     ]
     with pytest.raises(ValueError, match="model.linear_kernel 'onednn'.*bf16 on cpu"):
         Trainer(load_config(TINY, overrides))
+    fp32_compiled = overrides[:2] + ["train.precision=fp32", "train.compile=true", overrides[3]]
+    with pytest.raises(ValueError, match="fp32 on cpu with train.compile"):
+        Trainer(load_config(TINY, fp32_compiled))
     assert not any(tmp_path.iterdir())  # nothing was prepared or written

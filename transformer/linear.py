@@ -9,8 +9,9 @@ not use its fastest code path. `Linear` therefore computes float32 CPU products 
 ("auto") and everything else (CUDA, bf16/fp16 autocast, `torch.compile`) with
 `torch.nn.functional.linear`. Both compute the same float32 sums, in a different order
 (they agree to about 1e-6 relative); `kernel="torch"` always uses PyTorch's default.
-The oneDNN path has first derivatives only (no double backward, which the Transformer never
-needs); `kernel="torch"` supports higher derivatives.
+Higher derivatives (double backward, Hessians) are exact: a recorded backward pass uses
+PyTorch's differentiable products. `torch.func` transforms (vmap, jacrev) and `torch.jit.trace`
+need `kernel="torch"`.
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ class _OneDNNLinearFunction(torch.autograd.Function):
     """y = x W^T + b with oneDNN products in the forward and the backward pass.
 
     Backward: dL/dx = g W, dL/dW = g^T x, dL/db = sum of g over positions (the same
-    formulas as `torch.nn.functional.linear`'s autograd), each product again by oneDNN.
+    formulas as `torch.nn.functional.linear`'s autograd). When the backward pass itself is
+    recorded (`create_graph=True`: double backward, Hessians), it uses PyTorch's differentiable
+    matrix products instead, so higher derivatives stay exact.
     """
 
     @staticmethod
@@ -56,16 +59,22 @@ class _OneDNNLinearFunction(torch.autograd.Function):
         return _onednn_matmul(x, weight, bias)  # (..., I) -> (..., O)
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
         x, weight = ctx.saved_tensors
+        differentiable = torch.is_grad_enabled()  # create_graph=True: record this pass too
         grad_x = grad_w = grad_b = None
         if ctx.needs_input_grad[0]:
-            grad_x = _onednn_matmul(grad, weight.t(), None)  # (..., O) @ (O, I) -> (..., I)
+            if differentiable:
+                grad_x = grad @ weight  # (..., O) @ (O, I) -> (..., I)
+            else:
+                grad_x = _onednn_matmul(grad, weight.t(), None)  # (..., O) @ (O, I) -> (..., I)
         grad_2d = grad.reshape(-1, grad.shape[-1])  # (..., O) -> (N, O)
         if ctx.needs_input_grad[1]:
             x_2d = x.reshape(-1, x.shape[-1])  # (..., I) -> (N, I)
-            grad_w = _onednn_matmul(grad_2d.t(), x_2d.t(), None)  # (O, N) @ (N, I) -> (O, I)
+            if differentiable:
+                grad_w = grad_2d.t() @ x_2d  # (O, N) @ (N, I) -> (O, I)
+            else:
+                grad_w = _onednn_matmul(grad_2d.t(), x_2d.t(), None)  # (O, N) @ (N, I) -> (O, I)
         if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_b = grad_2d.sum(0)  # (N, O) -> (O,)
         return grad_x, grad_w, grad_b

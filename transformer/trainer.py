@@ -104,12 +104,13 @@ class Trainer:
         torch.set_flush_denormal(train.flush_denormal)
         self.precision = resolve_precision(train.precision, self.device)
         if config.model.linear_kernel == "onednn" and (
-            self.precision != "fp32" or self.device.type != "cpu"
+            self.precision != "fp32" or self.device.type != "cpu" or train.compile
         ):
+            compiled = " with train.compile" if train.compile else ""
             raise ValueError(
-                "model.linear_kernel 'onednn' computes float32 products on the CPU only, but "
-                f"this run trains in {self.precision} on {self.device}; use "
-                "model.linear_kernel=auto (oneDNN where it applies) or train.precision=fp32"
+                "model.linear_kernel 'onednn' computes float32 products on the CPU, outside "
+                f"torch.compile, but this run trains in {self.precision} on {self.device}"
+                f"{compiled}; use model.linear_kernel=auto (oneDNN where it applies)"
             )
         self.update_freq = derive_update_freq(train, world)
         self.run_dir = RunDirectory(train.output_dir)
