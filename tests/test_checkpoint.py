@@ -224,3 +224,13 @@ def test_bad_model_config_names_the_file(tmp_path, spm_bytes, stored, message):
     torch.save({**_checkpoint(_model(), spm_bytes), "model_config": stored}, path)
     with pytest.raises(ValueError, match=rf"^{path}: .*{message}"):
         load_checkpoint(path)
+
+
+@pytest.mark.parametrize("device", ["tpu", "cuda:0"])
+def test_unknown_or_unavailable_device_is_a_clear_error(tmp_path, spm_bytes, device):
+    if device.startswith("cuda") and torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    path = tmp_path / "ok.pt"
+    torch.save(_checkpoint(_model(), spm_bytes), path)
+    with pytest.raises(ValueError, match=f"device '{device}'"):
+        load_checkpoint(path, device=device)

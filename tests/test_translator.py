@@ -170,3 +170,26 @@ def test_from_checkpoint_round_trip_and_errors(model, tokenizer, tmp_path):
         Translator.from_checkpoint(tmp_path / "junk.pt")
     with pytest.raises(ValueError, match="list of strings"):
         loaded.translate("A single string.")
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(max_len_a=float("nan")), r"max_len_a \(nan\) must be a finite number"),
+        (dict(max_len_b=-100), r"max_len_b \(-100\) must be a finite number >= 0"),
+        (dict(length_penalty=float("inf")), "length_penalty"),
+        (dict(beam_size=0), r"beam_size \(0\) must be at least 1"),
+        (dict(length_penalty_style="fairseq"), "length_penalty_style"),
+    ],
+)
+def test_settings_out_of_range_are_refused_like_the_cli(model, tokenizer, kwargs, message):
+    translator = Translator(model, tokenizer)
+    with pytest.raises(ValueError, match=message):
+        translator.translate(["a man ."], **kwargs)
+    with pytest.raises(ValueError, match=message):
+        translator.translate_nbest([""], nbest=1, **kwargs)  # even with nothing to translate
+
+
+def test_non_string_sentences_are_named(model, tokenizer):
+    with pytest.raises(ValueError, match=r"sentences\[1\] is a int, not a string: 5"):
+        Translator(model, tokenizer).translate(["a man .", 5])

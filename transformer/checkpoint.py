@@ -180,6 +180,19 @@ def unwrap_model(model: torch.nn.Module) -> torch.nn.Module:
             return model
 
 
+def _usable_device(device: str | torch.device) -> torch.device:
+    """`device` as a torch.device, or a ValueError when it is unknown or not available."""
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(
+            f"device {device!r} is not a torch device (cpu, cuda, cuda:1, ...)"
+        ) from error
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {str(device)!r} was requested but CUDA is not available here")
+    return device
+
+
 def _model_config(stored, path) -> ModelConfig:
     """The checkpoint's `model_config` entry as a ModelConfig, or a ValueError naming the file."""
     if not isinstance(stored, dict):
@@ -211,8 +224,9 @@ def load_checkpoint(
 
     Raises:
         FileNotFoundError, ValueError: see `read_checkpoint`; ValueError also when the weights
-            do not fit the stored model config.
+            do not fit the stored model config, or for an unknown or unavailable device.
     """
+    device = _usable_device(device)
     state = read_checkpoint(path)
     model_config = _model_config(state.get("model_config"), path)
     model = Transformer(model_config)

@@ -22,6 +22,7 @@ import torch
 from tqdm import tqdm
 
 from transformer.beam_search import beam_search
+from transformer.config import DecodeConfig
 from transformer.decoding import Hypothesis, greedy_search
 
 
@@ -64,6 +65,20 @@ def length_sorted_batches(lengths: Sequence[int], max_tokens: int) -> list[list[
         else:
             batches.append([index])
     return batches
+
+
+def _check_settings(beam_size, length_penalty, length_penalty_style, max_len_a, max_len_b):
+    """Reject decoding settings out of range, as the `decode:` section would (ValueError)."""
+    try:
+        DecodeConfig(
+            beam_size=beam_size,
+            length_penalty=length_penalty,
+            length_penalty_style=length_penalty_style,
+            max_len_a=max_len_a,
+            max_len_b=max_len_b,
+        )
+    except TypeError as error:  # e.g. None compared with a number
+        raise ValueError(f"invalid decoding setting: {error}") from None
 
 
 class Translator:
@@ -128,7 +143,11 @@ class Translator:
 
         Returns:
             Detokenized translations; "" for an empty or whitespace-only input.
+
+        Raises:
+            ValueError: for a setting out of range (as `DecodeConfig`) or a non-string input.
         """
+        _check_settings(beam_size, length_penalty, length_penalty_style, max_len_a, max_len_b)
         settings = dict(
             length_penalty=length_penalty,
             length_penalty_style=length_penalty_style,
@@ -171,8 +190,10 @@ class Translator:
             gives [("", 0.0)].
 
         Raises:
-            ValueError: when nbest > beam_size.
+            ValueError: when nbest > beam_size, for a setting out of range (as
+                `DecodeConfig`) or a non-string input.
         """
+        _check_settings(beam_size, length_penalty, length_penalty_style, max_len_a, max_len_b)
 
         def search(src: torch.Tensor) -> list[list[Hypothesis]]:
             return beam_search(
@@ -211,6 +232,11 @@ class Translator:
         """
         if isinstance(sentences, str):
             raise ValueError("sentences must be a list of strings, not a single string")
+        for index, text in enumerate(sentences):
+            if not isinstance(text, str):
+                raise ValueError(
+                    f"sentences[{index}] is a {type(text).__name__}, not a string: {text!r}"
+                )
         results: list[list[Hypothesis] | None] = [None] * len(sentences)
         non_empty = [i for i, text in enumerate(sentences) if text.strip()]
         encoded = self.tokenizer.encode_batch([sentences[i] for i in non_empty])
