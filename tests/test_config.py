@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from transformer.config import TrainConfig
+from transformer.config import ModelConfig, TrainConfig
 from transformer.config_file import config_from_dict
 
 
@@ -24,6 +24,13 @@ def test_defaults_are_the_papers_recipe():
         ("train.label_smoothing=1.0", "train.label_smoothing"),
         ("train.lr_schedule=cosine", "train.lr_schedule"),
         ("train.keep_last=-1", "train.keep_last"),
+        ("train.adam_eps=-1", "train.adam_eps"),
+        ("train.weight_decay=-0.1", "train.weight_decay"),
+        ("train.adam_betas=[0.9,2.0]", "train.adam_betas"),
+        ("train.seed=-1", "train.seed"),
+        ("train.lr_scale=.inf", "train.lr_scale"),
+        ("model.layer_norm_eps=-1", "layer_norm_eps"),
+        ("model.layer_norm_eps=.nan", "layer_norm_eps"),
     ],
 )
 def test_out_of_range_train_values_name_the_key(override, key):
@@ -52,3 +59,10 @@ def test_out_of_range_decode_values_name_the_key(key, value):
 def test_data_vocab_size_below_the_special_tokens_is_named():
     with pytest.raises(ValueError, match=r"data\.vocab_size \(3\)"):
         config_from_dict({"data": {"vocab_size": 3}})
+
+
+@pytest.mark.parametrize("kwargs", [dict(d_model=16.0), dict(n_heads=True), dict(d_ff="2048")])
+def test_model_sizes_must_be_integers(kwargs):
+    (name,) = kwargs
+    with pytest.raises(ValueError, match=f"{name} .* must be an integer"):
+        ModelConfig(**kwargs)
