@@ -197,3 +197,17 @@ def test_xavier_uniform_linear_layers():
 def test_invalid_config_names_the_value(kwargs, message):
     with pytest.raises(ValueError, match=message):
         ModelConfig(**kwargs)
+
+
+def test_empty_batches_and_empty_sources_do_not_crash():
+    from transformer.beam_search import beam_search
+    from transformer.decoding import greedy_search
+
+    model = Transformer(small()).eval()
+    no_rows = torch.zeros(0, 5, dtype=torch.long)
+    V = model.config.vocab_size
+    assert model(no_rows, torch.zeros(0, 3, dtype=torch.long)).shape == (0, 3, V)
+    assert greedy_search(model, no_rows) == [] and beam_search(model, no_rows) == []
+    no_source = torch.zeros(2, 0, dtype=torch.long)  # sentences without source tokens
+    logits = model(no_source, torch.full((2, 3), 4))
+    assert logits.shape == (2, 3, V) and torch.isfinite(logits).all()

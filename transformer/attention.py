@@ -206,7 +206,8 @@ class MultiHeadAttention(nn.Module):
                 dropout_p=dropout_p,
                 is_causal=is_causal and allowed is None,
             )  # (B, H, T, Dk)
-        out = self.out_proj(out.transpose(1, 2).reshape(B, T, -1))  # (B, H, T, Dk) -> (B, T, D)
+        out = self.out_proj(out.transpose(1, 2).reshape(B, T, self.n_heads * self.d_k))
+        # (B, H, T, Dk) -> (B, T, D); D spelled out so that empty batches reshape too
         if empty_rows is not None:
             out = out.masked_fill(empty_rows[:, 0], 0.0)  # (B|1, T|1, 1) broadcast over D
             if weights is not None:
