@@ -29,6 +29,7 @@ from pathlib import Path
 
 import yaml
 
+from transformer.config_file import load_config
 from transformer.corpus import resolve_prefix
 from transformer.run_directory import RunDirectory
 
@@ -138,6 +139,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.max_minutes is not None:
         overrides.append(f"train.max_minutes={args.max_minutes}")
     overrides += args.overrides
+    # Check the test files before an hour of training, not after it.
+    try:
+        test = load_config(args.config, overrides).data.test
+    except (FileNotFoundError, ValueError) as error:
+        sys.exit(f"quickstart: {error}")
+    test_prefix = resolve_prefix(test) if test else data_dir / "test_2016_flickr"
+    for lang in (src, tgt):
+        if not Path(f"{test_prefix}.{lang}").is_file():
+            sys.exit(f"quickstart: test file not found: {test_prefix}.{lang} (data.test={test})")
     python = sys.executable
     start = time.time()
     train_command = [python, "-m", "transformer.train", "--config", args.config, *overrides]
@@ -173,9 +183,10 @@ def main(argv: list[str] | None = None) -> int:
     changed = args.max_minutes is not None or bool(args.overrides) or args.run_dir is not None
     results_dir = Path(args.results_dir or (run_dir if changed else REPO / "results"))
     results_dir.mkdir(parents=True, exist_ok=True)
-    test_prefix = resolve_prefix(run_config["data"]["test"] or data_dir / "test_2016_flickr")
     test_name = test_prefix.name
-    scores_path = results_dir / f"multi30k_{src}-{tgt}.scores.json"
+    # The recorded job's files keep their names; another test set adds its name.
+    stem = f"multi30k_{src}-{tgt}" + ("" if test_name == "test_2016_flickr" else f".{test_name}")
+    scores_path = results_dir / f"{stem}.scores.json"
     hyp_path = results_dir / f"multi30k_{src}-{tgt}.{test_name}.hyp.{tgt}"
     run(
         [
@@ -219,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         + shlex.join(sys.argv[1:] if argv is None else argv),
         "config": yaml.safe_load((run_dir / "config.yaml").read_text()),
     }
-    out = results_dir / f"multi30k_{src}-{tgt}.json"
+    out = results_dir / f"{stem}.json"
     out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     rows = [
         ("sacreBLEU BLEU", f"{result['bleu']:.2f}  ({result['signature']})"),

@@ -148,3 +148,16 @@ def test_kernel_choices_and_keys_from_older_versions_still_average(tmp_path, spm
     save_checkpoint(state, tmp_path / "old.pt")
     averaged = average_checkpoints([a, tmp_path / "old.pt"])
     assert all(torch.all(v == 2.0) for v in averaged["model"].values() if v.is_floating_point())
+
+
+def test_output_never_replaces_an_input_or_a_training_checkpoint(tmp_path, spm_bytes, capsys):
+    a = _write(tmp_path / "checkpoint_1.pt", spm_bytes, 1.0, 1)
+    b = _write(tmp_path / "checkpoint_2.pt", spm_bytes, 3.0, 2)
+    before = {p: p.read_bytes() for p in (a, b)}
+    assert main(["--inputs", str(a), str(b), "--output", str(b)]) == 2
+    assert "is also an input of this command" in capsys.readouterr().err
+    for name in ("checkpoint_last.pt", "checkpoint_7.pt"):
+        assert main(["--inputs", str(a), str(b), "--output", str(tmp_path / name)]) == 2
+        assert "a name training writes and resumes from" in capsys.readouterr().err
+        assert not (tmp_path / name).exists()
+    assert {p: p.read_bytes() for p in (a, b)} == before

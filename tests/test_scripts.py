@@ -130,6 +130,12 @@ def test_quickstart_end_to_end_with_a_relative_data_dir(tmp_path, shared_data, m
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     hyp = run_dir / "multi30k_en-de.mini.hyp.de"
     assert len(hyp.read_text(encoding="utf-8").splitlines()) == 12
-    result = json.loads((run_dir / "multi30k_en-de.json").read_text())
+    result = json.loads((run_dir / "multi30k_en-de.mini.json").read_text())
     assert result["test_set"].endswith("mini (12 sentences)")
+    assert (run_dir / "multi30k_en-de.mini.scores.json").is_file()
     assert {p: p.stat().st_mtime_ns for p in (REPO / "results").glob("multi30k_*")} == recorded
+    # A mistyped test set fails before any training, naming the file.
+    typo = [*command[:-1], f"data.test={tmp_path / 'nope'}", "--run-dir", str(tmp_path / "r2")]
+    done = subprocess.run(typo, cwd=REPO, env=env, capture_output=True, text=True)
+    assert done.returncode != 0 and "test file not found" in done.stderr
+    assert not (tmp_path / "r2").exists()

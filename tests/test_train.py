@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer.checkpoint import load_checkpoint, read_checkpoint
+from transformer.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
 from transformer.config_file import load_config
 from transformer.train import main
 from transformer.trainer import NonFiniteLossError, Trainer
@@ -238,6 +238,11 @@ def test_max_minutes_stops_cleanly_with_a_checkpoint(tmp_path, shared_data, monk
     state = Trainer(load_config(TINY, overrides)).train()
     assert state.stop_reason == "max_minutes" and state.step == 1
     assert read_checkpoint(run_dir / "checkpoint_last.pt")["step"] == 1
+    files = sorted(p.name for p in run_dir.iterdir())
+    # Resuming a run whose budget is spent (e.g. rerunning the demo to re-score) trains nothing.
+    again = Trainer(load_config(TINY, overrides)).train()
+    assert again.stop_reason == "max_minutes" and again.step == 1
+    assert sorted(p.name for p in run_dir.iterdir()) == files
 
 
 def test_tokens_per_update_derives_update_freq(tmp_path, shared_data, monkeypatch, capsys):
@@ -335,3 +340,16 @@ def test_onednn_linear_kernel_with_bf16_is_refused_before_training(tmp_path):
     with pytest.raises(ValueError, match="fp32 on cpu with train.compile"):
         Trainer(load_config(TINY, fp32_compiled))
     assert not any(tmp_path.iterdir())  # nothing was prepared or written
+
+
+def test_resuming_from_an_averaged_checkpoint_is_a_clear_error(tmp_path, shared_data, monkeypatch):
+    monkeypatch.setenv("TRANSFORMER_DATA_DIR", str(shared_data))
+    run_dir = tmp_path / "run"
+    overrides = [*FAST, f"train.output_dir={run_dir}", "train.max_steps=2"]
+    Trainer(load_config(TINY, overrides)).train()
+    state = read_checkpoint(run_dir / "checkpoint_last.pt")
+    for key in ("optimizer", "lr_scheduler", "data_position", "train_state"):
+        del state[key]  # what transformer-average keeps: weights, configs, vocabulary
+    save_checkpoint(state, run_dir / "checkpoint_last.pt")
+    with pytest.raises(ValueError, match=r"checkpoint_last\.pt cannot be resumed: it has no "):
+        Trainer(load_config(TINY, [*overrides, "train.max_steps=3"]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
 
@@ -155,3 +156,14 @@ def test_lines_whose_output_limit_exceeds_max_positions_are_named(model, tokeniz
     assert len(lines) == 1
     assert lines[0].startswith("transformer-translate: warning: line 3 has ")
     assert f"limited to max_positions ({cap}) tokens" in lines[0]
+
+
+def test_a_hard_link_to_the_input_is_refused_as_output(checkpoint, tmp_path, capsys):
+    source = tmp_path / "input.en"
+    source.write_text("a man.\n", encoding="utf-8")
+    link = tmp_path / "link.en"
+    os.link(source, link)
+    argv = ["--checkpoint", str(checkpoint), "--input", str(source), "--output", str(link)]
+    assert main(argv) == 1
+    assert "also an input" in capsys.readouterr().err
+    assert source.read_text(encoding="utf-8") == "a man.\n"

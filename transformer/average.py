@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import sys
 from pathlib import Path
 
@@ -26,6 +27,7 @@ import torch
 
 from transformer.checkpoint import read_checkpoint, save_checkpoint, strip_wrapper_prefixes
 from transformer.config import ModelConfig
+from transformer.corpus import check_output_path
 from transformer.run_directory import RunDirectory
 
 # Entries of the newest input copied into the output (the training state is not).
@@ -198,6 +200,12 @@ def main(argv: list[str] | None = None) -> int:
         if output.is_dir():
             raise ValueError(f"--output {output} is a directory; give a file name such as avg.pt")
         paths = args.inputs or last_checkpoints(args.dir, args.last)
+        check_output_path(output, list(paths), "--output")
+        if re.fullmatch(r"checkpoint_(last|\d+)\.pt", output.name):
+            raise ValueError(
+                f"--output {output}: {output.name} is a name training writes and resumes from; "
+                "give another name such as checkpoint_avg5.pt"
+            )
         averaged = average_checkpoints(paths)
         try:
             output.parent.mkdir(parents=True, exist_ok=True)

@@ -280,9 +280,10 @@ def check_output_path(path: str | Path, inputs: list, flag: str) -> Path:
     if blocking is not None:
         raise ValueError(f"{flag} {out}: {blocking} is a file, not a directory")
     for given in inputs:
-        if given is not None and Path(given).exists() and out.exists():
-            if out.resolve() == Path(given).resolve():
+        if given is not None and out.exists() and Path(given).exists():
+            if os.path.samefile(out, given):  # also catches symbolic and hard links
                 raise ValueError(
-                    f"{flag} {out} is also an input of this command; it would be overwritten"
+                    f"{flag} {out} is also an input of this command ({given}); "
+                    "it would be overwritten"
                 )
     return out

@@ -225,6 +225,8 @@ class Trainer:
         )
         last_save, saved_step, validated_step = time.monotonic(), state.step, state.step
         consecutive_skips, stream, stop = 0, iter(self.batches), None
+        if train.max_minutes is not None and state.elapsed_seconds >= train.max_minutes * 60:
+            stop = "max_minutes"  # resumed with the time budget spent: no further update
         while stop is None:
             if state.step >= train.max_steps:
                 stop = "max_steps"

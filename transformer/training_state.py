@@ -126,8 +126,19 @@ def restore_training_checkpoint(
         The saved `TrainState`.
 
     Raises:
-        ValueError: when the weights do not fit `model` (another architecture), naming `path`.
+        ValueError: when the weights do not fit `model` (another architecture) or the file holds
+            no training state (an averaged checkpoint), naming `path`.
     """
+    missing = [
+        k
+        for k in ("optimizer", "lr_scheduler", "data_position", "train_state")
+        if k not in checkpoint
+    ]
+    if missing:
+        raise ValueError(
+            f"{path} cannot be resumed: it has no {', '.join(missing)} (an averaged or "
+            "weights-only checkpoint?); use --no-resume or another train.output_dir"
+        )
     try:
         unwrap_model(model).load_state_dict(strip_wrapper_prefixes(checkpoint["model"]))
     except RuntimeError as error:
