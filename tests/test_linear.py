@@ -140,3 +140,14 @@ def test_second_derivatives_equal_torch_linear():
     grad_ref.sum().backward()
     torch.testing.assert_close(x.grad.double(), x_ref.grad, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(ours.weight.grad.double(), ref.weight.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_auto_keeps_torch_linear_off_x86(monkeypatch):
+    from transformer import linear as linear_module
+
+    ours, _ = reference_pair(8, 4, kernel="auto")
+    x = torch.randn(3, 8)
+    monkeypatch.setattr(linear_module, "x86_64", lambda: False)
+    assert not ours.uses_onednn(x)
+    monkeypatch.setattr(linear_module, "x86_64", lambda: True)
+    assert ours.uses_onednn(x) == onednn_available()

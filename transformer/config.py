@@ -49,7 +49,7 @@ class ModelConfig:
         attention_kernel: "sdpa" (torch.nn.functional.scaled_dot_product_attention), "math"
             (the written-out softmax(QK^T / sqrt(d_k)) V of equation 1), or "auto" (math for
             bf16/fp16 on CPU, sdpa otherwise).
-        linear_kernel: Float32 CPU matrix products: "auto" (oneDNN where it can run, else
+        linear_kernel: Float32 CPU matrix products: "auto" (oneDNN on x86-64 CPUs, else
             torch.nn.functional.linear), "onednn" or "torch"; see `transformer.linear`.
         pad_id, unk_id, bos_id, eos_id: Special token ids (match the SentencePiece model).
 

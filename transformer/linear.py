@@ -3,10 +3,11 @@
 Every learned projection of the paper (W^Q, W^K, W^V, W^O in section 3.2.2, W_1 and W_2 of
 equation 2, the pre-softmax projection of section 3.4) is an affine map. On CPU, PyTorch's
 `torch.nn.functional.linear` calls MKL's float32 GEMM; the same float32 product computed by
-oneDNN (which ships inside PyTorch, under `torch.ops.mkldnn`) ran 1.6-2.2x faster forward and
-1.4-3x faster forward + backward on the AMD EPYC (Zen 5) CPU of our benchmarks, where MKL does
-not use its fastest code path. `Linear` therefore computes float32 CPU products with oneDNN
-("auto") and everything else (CUDA, bf16/fp16 autocast, `torch.compile`) with
+oneDNN (which ships inside PyTorch, under `torch.ops.mkldnn`) ran 1.8-2.1x faster forward and
+1.5-2x faster forward + backward at training sizes on the AMD EPYC (Zen 5) CPU of our
+benchmarks, where MKL does not use its fastest code path (`scripts/linear_kernels.py`).
+`Linear` therefore computes float32 products on x86-64 CPUs with oneDNN ("auto"), and
+everything else (other CPUs, CUDA, bf16/fp16 autocast, `torch.compile`) with
 `torch.nn.functional.linear`. Both compute the same float32 sums, in a different order
 (they agree to about 1e-6 relative); `kernel="torch"` always uses PyTorch's default.
 Higher derivatives (double backward, Hessians) are exact: a recorded backward pass uses
@@ -17,6 +18,7 @@ need `kernel="torch"`.
 from __future__ import annotations
 
 import functools
+import platform
 
 import torch
 from torch import nn
@@ -36,6 +38,12 @@ def onednn_available() -> bool:
     except (AttributeError, RuntimeError):
         return False
     return out.shape == (2, 4) and bool(torch.all(out == 3.0))
+
+
+@functools.lru_cache(maxsize=1)
+def x86_64() -> bool:
+    """Whether this is an x86-64 CPU, where "auto" uses oneDNN (measured on AMD Zen 5)."""
+    return platform.machine().lower() in ("x86_64", "amd64")
 
 
 def _onednn_matmul(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
@@ -87,9 +95,9 @@ class Linear(nn.Linear):
         in_features: Input width I.
         out_features: Output width O.
         bias: Learn an additive bias b.
-        kernel: "auto" (oneDNN for float32 CPU tensors outside autocast and `torch.compile`,
-            when this build has it; `torch.nn.functional.linear` otherwise), "onednn" (the same,
-            but an error where oneDNN cannot be used), or "torch" (always
+        kernel: "auto" (oneDNN for float32 tensors on x86-64 CPUs outside autocast and
+            `torch.compile`, when this build has it; `torch.nn.functional.linear` otherwise),
+            "onednn" (oneDNN on any CPU; an error where it cannot be used), or "torch" (always
             `torch.nn.functional.linear`).
 
     Shape:
@@ -120,7 +128,9 @@ class Linear(nn.Linear):
             and not torch.compiler.is_compiling()
             and onednn_available()
         )
-        if self.kernel == "onednn" and not fits:
+        if self.kernel == "auto":
+            return fits and x86_64()  # measured there; elsewhere PyTorch's BLAS is kept
+        if not fits:
             autocast = "on" if torch.is_autocast_enabled("cpu") else "off"
             found = "found" if onednn_available() else "missing"
             raise ValueError(
