@@ -103,14 +103,16 @@ def _timed(fn):
     return result, time.perf_counter() - wall, time.process_time() - cpu
 
 
-class EosSuppressed:
+class EosSuppressed(torch.nn.Module):
     """Our model as the searches see it, with the eos logit set to -inf at every step.
 
     This is the benchmark's logits processor (Hugging Face's `min_new_tokens` does the same):
-    with `max_len_a=0, max_len_b=n` every output then has exactly n tokens.
+    with `max_len_a=0, max_len_b=n` every output then has exactly n tokens. It is a module
+    holding the model, so the searches prepack its weights as they do for the model itself.
     """
 
     def __init__(self, model: Transformer) -> None:
+        super().__init__()
         self.model = model
         self.config = model.config
 

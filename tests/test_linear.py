@@ -151,3 +151,36 @@ def test_auto_keeps_torch_linear_off_x86(monkeypatch):
     assert not ours.uses_onednn(x)
     monkeypatch.setattr(linear_module, "x86_64", lambda: True)
     assert ours.uses_onednn(x) == onednn_available()
+
+
+@needs_onednn
+def test_prepacked_weights_give_the_same_outputs_and_are_dropped_on_exit(monkeypatch):
+    from transformer import linear as linear_module
+    from transformer.linear import prepacked_weights
+
+    monkeypatch.setattr(linear_module, "x86_64", lambda: True)
+    ours, ref = reference_pair(48, 80, kernel="auto")
+    model = torch.nn.Sequential(ours)
+    x = torch.randn(6, 48)
+    with torch.no_grad(), prepacked_weights(model):
+        assert ours._packed_weight is not None
+        with prepacked_weights(model):  # nested: reuses the outer packing
+            inner = ours._packed_weight
+        assert ours._packed_weight is inner
+        y = ours(x)
+    assert ours._packed_weight is None
+    torch.testing.assert_close(y.double(), ref(x.double()), atol=1e-5, rtol=1e-5)
+    with prepacked_weights(model):  # gradients recorded: the packed copy is not used
+        x.requires_grad_()
+        ours(x).sum().backward()
+    assert x.grad is not None and ours.weight.grad is not None
+
+
+def test_prepacked_weights_leave_other_layers_and_objects_alone():
+    from transformer.linear import prepacked_weights
+
+    torch_layer = Linear(4, 3, kernel="torch")
+    with prepacked_weights(torch.nn.Sequential(torch_layer)):
+        assert torch_layer._packed_weight is None
+    with prepacked_weights(object()):  # not a module: nothing to pack
+        pass

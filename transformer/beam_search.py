@@ -36,9 +36,11 @@ from transformer.decoding import (
     make_hypothesis,
     start_decoding,
 )
+from transformer.linear import searches_with_prepacked_weights
 
 
 @torch.no_grad()
+@searches_with_prepacked_weights
 def beam_search(
     model: torch.nn.Module,
     src: torch.Tensor,

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 import torch
 
+from transformer.linear import searches_with_prepacked_weights
+
 LENGTH_PENALTY_STYLES = ("gnmt", "power")
 
 
@@ -203,6 +205,7 @@ def start_decoding(
 
 
 @torch.no_grad()
+@searches_with_prepacked_weights
 def greedy_search(
     model: torch.nn.Module,
     src: torch.Tensor,

@@ -24,6 +24,7 @@ from tqdm import tqdm
 from transformer.beam_search import beam_search
 from transformer.config import DecodeConfig
 from transformer.decoding import Hypothesis, greedy_search
+from transformer.linear import prepacked_weights
 
 
 @contextmanager
@@ -244,6 +245,7 @@ class Translator:
         pad_id = self.model.config.pad_id
         with (
             _eval_mode(self.model),
+            prepacked_weights(self.model),  # once for all batches (the searches reuse it)
             tqdm(total=len(sentences), disable=not progress, unit="sent") as bar,
         ):
             bar.update(len(sentences) - len(todo))
