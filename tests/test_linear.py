@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from torch import nn
@@ -163,12 +165,17 @@ def test_prepacked_weights_give_the_same_outputs_and_are_dropped_on_exit(monkeyp
     model = torch.nn.Sequential(ours)
     x = torch.randn(6, 48)
     with torch.no_grad(), prepacked_weights(model):
-        assert ours._packed_weight is not None
+        assert ours._packed is not None
         with prepacked_weights(model):  # nested: reuses the outer packing
-            inner = ours._packed_weight
-        assert ours._packed_weight is inner
+            inner = ours._packed
+        assert ours._packed is inner
         y = ours(x)
-    assert ours._packed_weight is None
+        copy.deepcopy(model)  # copies never carry the opaque packed weight
+        ours.weight.mul_(0.5)  # changed inside the block: the live weight is used
+        y_half = ours(x)
+    assert ours._packed is None
+    expected = ref(x.double()) * 0.5 + ref.bias * 0.5  # W x / 2 + b
+    torch.testing.assert_close(y_half.double(), expected, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(y.double(), ref(x.double()), atol=1e-5, rtol=1e-5)
     with prepacked_weights(model):  # gradients recorded: the packed copy is not used
         x.requires_grad_()
@@ -181,6 +188,32 @@ def test_prepacked_weights_leave_other_layers_and_objects_alone():
 
     torch_layer = Linear(4, 3, kernel="torch")
     with prepacked_weights(torch.nn.Sequential(torch_layer)):
-        assert torch_layer._packed_weight is None
+        assert torch_layer._packed is None
     with prepacked_weights(object()):  # not a module: nothing to pack
         pass
+
+
+@needs_onednn
+def test_packing_is_undone_when_it_fails_midway(monkeypatch):
+    from transformer import linear as linear_module
+    from transformer.linear import prepacked_weights
+
+    monkeypatch.setattr(linear_module, "x86_64", lambda: True)
+    first, second = Linear(8, 4), Linear(4, 2)
+    model = torch.nn.Sequential(first, second)
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(second, "_pack", interrupted)
+    with pytest.raises(KeyboardInterrupt), prepacked_weights(model):
+        pass
+    assert first._packed is None and second._packed is None
+
+
+def test_small_searches_are_not_packed():
+    from transformer.linear import MIN_PACKING_ROWS, prepacked_weights
+
+    layer = Linear(8, 4)
+    with prepacked_weights(torch.nn.Sequential(layer), rows=MIN_PACKING_ROWS - 1):
+        assert layer._packed is None

@@ -245,7 +245,7 @@ class Translator:
         pad_id = self.model.config.pad_id
         with (
             _eval_mode(self.model),
-            prepacked_weights(self.model),  # once for all batches (the searches reuse it)
+            prepacked_weights(self.model, len(todo)),  # once for all batches, if worth it
             tqdm(total=len(sentences), disable=not progress, unit="sent") as bar,
         ):
             bar.update(len(sentences) - len(todo))
