@@ -180,16 +180,24 @@ def unwrap_model(model: torch.nn.Module) -> torch.nn.Module:
             return model
 
 
-def _usable_device(device: str | torch.device) -> torch.device:
-    """`device` as a torch.device, or a ValueError when it is unknown or not available."""
+def usable_device(device: str | torch.device) -> torch.device:
+    """`device` as a torch.device that exists on this machine.
+
+    Raises:
+        ValueError: for a name torch does not know, or a CUDA device this machine lacks.
+    """
     try:
         device = torch.device(device)
     except (RuntimeError, TypeError) as error:
         raise ValueError(
             f"device {device!r} is not a torch device (cpu, cuda, cuda:1, ...)"
         ) from error
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {str(device)!r} was requested but CUDA is not available here")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {str(device)!r} was requested but CUDA is not available here")
+        count = torch.cuda.device_count()
+        if device.index is not None and device.index >= count:
+            raise ValueError(f"device {str(device)!r}: this machine has {count} CUDA device(s)")
     return device
 
 
@@ -226,7 +234,7 @@ def load_checkpoint(
         FileNotFoundError, ValueError: see `read_checkpoint`; ValueError also when the weights
             do not fit the stored model config, or for an unknown or unavailable device.
     """
-    device = _usable_device(device)
+    device = usable_device(device)
     state = read_checkpoint(path)
     model_config = _model_config(state.get("model_config"), path)
     model = Transformer(model_config)

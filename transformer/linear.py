@@ -245,8 +245,7 @@ class Linear(nn.Linear):
 
     def __getstate__(self) -> dict:
         """Copies and pickles never carry the packed weight (an opaque oneDNN tensor)."""
-        state = super().__getstate__() if hasattr(super(), "__getstate__") else self.__dict__
-        return {**state, "_packed": None}
+        return {**self.__dict__, "_packed": None}
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, kernel={self.kernel}"

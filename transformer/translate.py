@@ -26,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from transformer.checkpoint import usable_device
 from transformer.config import DecodeConfig
 from transformer.corpus import check_output_path, decode_lines, read_lines
 
@@ -82,14 +83,7 @@ def resolve_device(name: str) -> torch.device:
         raise ValueError(f"--device {name!r} is not a device; use cpu, cuda, cuda:N or auto")
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(f"--device {name}: CUDA is not available on this machine")
-        count = torch.cuda.device_count()
-        if device.index is not None and device.index >= count:
-            raise ValueError(f"--device {name}: this machine has {count} CUDA device(s)")
-    return device
+    return usable_device(name)
 
 
 def check_decoding_arguments(args: argparse.Namespace) -> None:
