@@ -1,1 +1,1 @@
-"""One-off jobs that are not part of the `transformer` package (run with `python -m scripts.X`)."""
+"""Jobs for one dataset or one purpose (the quickstart, WMT14), not part of the package."""

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import yaml
 
-from transformer.config_file import load_config
-from transformer.corpus import resolve_prefix
-from transformer.run_directory import RunDirectory
+from transformer.config import load_config
+from transformer.data.corpus import resolve_prefix
+from transformer.train.run_directory import RunDirectory
 
 REPO = Path(__file__).resolve().parents[1]
 SPLITS = {"train": "train", "validation": "val", "test": "test_2016_flickr"}
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.exit(f"quickstart: test file not found: {test_prefix}.{lang} (data.test={test})")
     python = sys.executable
     start = time.time()
-    train_command = [python, "-m", "transformer.train", "--config", args.config, *overrides]
+    train_command = [python, "-m", "transformer.cli.train", "--config", args.config, *overrides]
     if args.fresh:
         train_command.append("--no-resume")
     run(train_command)
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         [
             python,
             "-m",
-            "transformer.average",
+            "transformer.cli.average",
             "--last",
             str(average_last),
             "--dir",
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         [
             python,
             "-m",
-            "transformer.evaluate",
+            "transformer.cli.evaluate",
             "--checkpoint",
             str(averaged),
             "--src",

@@ -42,13 +42,13 @@ echo "== 1. data + joint BPE (37000) + training: configs/$size.yaml on $NGPUS pr
 # SentencePiece model in the run directory, and writes a checkpoint every 10 minutes.
 train_args=(--config "configs/$size.yaml" "train.output_dir=$run_dir" "train.keep_last=$average_last" "$@")
 if [ "$NGPUS" -gt 1 ]; then
-  torchrun --nproc_per_node "$NGPUS" -m transformer.train "${train_args[@]}"
+  torchrun --nproc_per_node "$NGPUS" -m transformer.cli.train "${train_args[@]}"
 else
-  "$python" -m transformer.train "${train_args[@]}"
+  "$python" -m transformer.cli.train "${train_args[@]}"
 fi
 
 echo "== 2. average the last $average_last checkpoints"
-"$python" -m transformer.average --last "$average_last" --dir "$run_dir" \
+"$python" -m transformer.cli.average --last "$average_last" --dir "$run_dir" \
   --output "$run_dir/checkpoint_avg$average_last.pt"
 
 echo "== 3. decode newstest2014 (beam 4, alpha 0.6) and score"
@@ -57,7 +57,7 @@ if [ -n "${TEST_SRC:-}" ]; then
 else
   test_args=(--test-set wmt14/full --langpair en-de)
 fi
-"$python" -m transformer.evaluate --checkpoint "$run_dir/checkpoint_avg$average_last.pt" \
+"$python" -m transformer.cli.evaluate --checkpoint "$run_dir/checkpoint_avg$average_last.pt" \
   "${test_args[@]}" --beam-size 4 --length-penalty 0.6 \
   --json "$run_dir/newstest2014.json" --hyp-out "$run_dir/newstest2014.hyp.de"
 echo "Scores: $run_dir/newstest2014.json (sacreBLEU BLEU and chrF with signatures, and the"

@@ -17,14 +17,13 @@ import torch
 from transformer import ModelConfig, Transformer
 from transformer.checkpoint import (
     FORMAT_VERSION,
-    capture_rng_state,
     load_checkpoint,
     read_checkpoint,
-    restore_rng_state,
     save_checkpoint,
     strip_wrapper_prefixes,
 )
-from transformer.tokenizer import Tokenizer
+from transformer.data.tokenizer import Tokenizer
+from transformer.train.state import capture_rng_state, restore_rng_state
 
 SENTENCES = [
     "a man rides a bike down the street",
@@ -215,7 +214,7 @@ def test_pickled_function_call_is_refused_without_the_weights_only_false_advice(
     [
         ({"vocab_size": 40, "colour": "red"}, r"keys this version does not know: \['colour'\]"),
         ({"vocab_size": 40, "d_model": 0}, r"invalid model_config: d_model \(0\)"),
-        ({"vocab_size": 40, "linear_kernel": "bogus"}, "invalid model_config: linear_kernel"),
+        ({"vocab_size": 40, "attention_kernel": "bogus"}, "invalid model_config: attention"),
         (None, "'model_config' must be a mapping, not NoneType"),
     ],
 )

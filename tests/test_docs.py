@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_attention_maps import tiny_model, tiny_tokenizer
+from tests.evaluate.test_attention_maps import tiny_model, tiny_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "attention.md"

@@ -6,7 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from transformer.config import DataConfig, DecodeConfig, ModelConfig, TrainConfig
+from transformer.data.config import DataConfig
+from transformer.decode.config import DecodeConfig
+from transformer.model.config import ModelConfig
+from transformer.train.config import TrainConfig
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -18,17 +18,16 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import random
 import re
 from pathlib import Path
 
-import numpy as np
 import torch
 
-from transformer.config import Config, ModelConfig
-from transformer.config_file import config_from_dict
-from transformer.model import Transformer
-from transformer.tokenizer import Tokenizer
+from transformer.config import RETIRED_KEYS, Config, config_from_dict
+from transformer.data.tokenizer import Tokenizer
+from transformer.device import resolve_device
+from transformer.model.config import ModelConfig
+from transformer.model.transformer import Transformer
 
 FORMAT_VERSION = 1
 WRAPPER_PREFIXES = ("module.", "_orig_mod.")
@@ -180,31 +179,11 @@ def unwrap_model(model: torch.nn.Module) -> torch.nn.Module:
             return model
 
 
-def usable_device(device: str | torch.device) -> torch.device:
-    """`device` as a torch.device that exists on this machine.
-
-    Raises:
-        ValueError: for a name torch does not know, or a CUDA device this machine lacks.
-    """
-    try:
-        device = torch.device(device)
-    except (RuntimeError, TypeError) as error:
-        raise ValueError(
-            f"device {device!r} is not a torch device (cpu, cuda, cuda:1, ...)"
-        ) from error
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(f"device {str(device)!r} was requested but CUDA is not available here")
-        count = torch.cuda.device_count()
-        if device.index is not None and device.index >= count:
-            raise ValueError(f"device {str(device)!r}: this machine has {count} CUDA device(s)")
-    return device
-
-
 def _model_config(stored, path) -> ModelConfig:
     """The checkpoint's `model_config` entry as a ModelConfig, or a ValueError naming the file."""
     if not isinstance(stored, dict):
         raise ValueError(f"{path}: 'model_config' must be a mapping, not {type(stored).__name__}")
+    stored = {k: v for k, v in stored.items() if k not in RETIRED_KEYS["model"]}
     known = {f.name for f in dataclasses.fields(ModelConfig)}
     unknown = sorted(set(stored) - known)
     if unknown:
@@ -234,7 +213,7 @@ def load_checkpoint(
         FileNotFoundError, ValueError: see `read_checkpoint`; ValueError also when the weights
             do not fit the stored model config, or for an unknown or unavailable device.
     """
-    device = usable_device(device)
+    device = resolve_device(device, what="device")
     state = read_checkpoint(path)
     model_config = _model_config(state.get("model_config"), path)
     model = Transformer(model_config)
@@ -251,46 +230,6 @@ def load_checkpoint(
         tokenizer = Tokenizer(state["spm_model"], state.get("tgt_spm_model"))
     except ValueError as error:
         raise ValueError(f"{path}: {error}") from error
-    config = config_from_dict(state.get("config") or {}, source=str(path))
+    config = config_from_dict(state.get("config") or {}, source=str(path), drop_retired=True)
     config = Config(model=model_config, data=config.data, train=config.train, decode=config.decode)
     return model, tokenizer, config
-
-
-def capture_rng_state() -> dict:
-    """Every random state training touches, as tensors and plain values.
-
-    Returns:
-        {"python": tuple, "numpy": dict, "torch": ByteTensor, "cuda": list[ByteTensor]}.
-    """
-    kind, keys, pos, has_gauss, cached = np.random.get_state()
-    return {
-        "python": random.getstate(),
-        "numpy": {
-            "kind": kind,
-            "keys": torch.from_numpy(keys.astype(np.int64)),
-            "pos": int(pos),
-            "has_gauss": int(has_gauss),
-            "cached_gaussian": float(cached),
-        },
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-    }
-
-
-def restore_rng_state(state: dict) -> None:
-    """Inverse of `capture_rng_state`."""
-    version, internal, gauss = state["python"]
-    random.setstate((version, tuple(internal), gauss))
-    numpy_state = state["numpy"]
-    np.random.set_state(
-        (
-            numpy_state["kind"],
-            numpy_state["keys"].numpy().astype(np.uint32),
-            numpy_state["pos"],
-            numpy_state["has_gauss"],
-            numpy_state["cached_gaussian"],
-        )
-    )
-    torch.set_rng_state(state["torch"].cpu())
-    if state["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])

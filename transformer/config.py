@@ -1,225 +1,41 @@
-"""Typed configuration: the model, data, train and decode sections of a YAML config.
+"""The whole experiment's config: one typed section per concern, read from YAML and written back.
 
-Each section is a frozen dataclass whose defaults are the paper's (Vaswani et al., 2017) base
-model and training recipe, and whose `__post_init__` rejects out-of-range values by name.
-Reading YAML files and dotted command-line overrides onto them is `transformer.config_file`.
-The train section, the longest, lives in `transformer.train_config` (re-exported here).
+`Config` gathers the four sections, each defined next to the code it configures:
+`model` (`transformer.model.config.ModelConfig`), `data` (`transformer.data.config.DataConfig`),
+`train` (`transformer.train.config.TrainConfig`) and `decode`
+(`transformer.decode.config.DecodeConfig`). Each is a frozen dataclass whose defaults are the
+paper's base model and recipe and whose `__post_init__` rejects out-of-range values by name: the
+one place where a user's settings are checked.
+
+`load_config` reads `configs/*.yaml`; `config_from_dict` also rebuilds the config stored in a
+checkpoint; `config_to_dict` writes one. Every key is checked against its section's dataclass
+field and type (torchtune-style): an unknown key lists the valid keys of its section, a wrong
+type names the key and the value.
+
+Example:
+    >>> from transformer.config import load_config
+    >>> config = load_config("configs/tiny.yaml", ["train.max_steps=1000"])
+    >>> config.train.max_steps
+    1000
 """
 
 from __future__ import annotations
 
-import math
-import numbers
+import dataclasses
+import re
+import types
+import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from transformer.train_config import TrainConfig
+import yaml
 
-# The smallest SentencePiece vocabulary: pad, unk, bos, eos and at least one character.
-MIN_SPM_VOCAB = 5
+from transformer.data.config import DataConfig
+from transformer.decode.config import DecodeConfig
+from transformer.model.config import ModelConfig
+from transformer.train.config import TrainConfig
 
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """Hyper-parameters of the Transformer (section 3; Table 3 of the paper).
-
-    Defaults are the base model: d_model 512, d_ff 2048, 8 heads, 6 encoder and 6 decoder layers,
-    residual dropout 0.1 (section 5.4), no attention or ReLU dropout, post-norm (section 3.1),
-    source embedding = target embedding = pre-softmax projection (section 3.4).
-
-    Args:
-        vocab_size: Size of the (shared) vocabulary; the source vocabulary when
-            `share_embeddings` is False.
-        tgt_vocab_size: Target vocabulary size when `share_embeddings` is False; None means
-            the same as `vocab_size`. Must be None or equal to `vocab_size` when shared.
-        d_model: Model width D (section 3).
-        d_ff: Inner width F of the position-wise feed-forward network (equation 2).
-        n_heads: Number of attention heads H; d_k = d_v = d_model / n_heads (section 3.2.2).
-        n_encoder_layers: Encoder layers N (section 3.1).
-        n_decoder_layers: Decoder layers N (section 3.1).
-        dropout: Residual dropout P_drop on each sub-layer output and on embeddings +
-            positional encodings (section 5.4).
-        attention_dropout: Dropout on attention weights (0 in the paper).
-        activation_dropout: Dropout after the ReLU of the feed-forward network (0 in the paper).
-        norm_first: Pre-norm (LayerNorm before each sub-layer, final LayerNorm per stack)
-            instead of the paper's post-norm.
-        share_embeddings: Tie source embedding, target embedding and output projection.
-        max_positions: Size of the precomputed sinusoidal table; longer inputs are computed
-            on the fly, so this only bounds the decoder's maximum output length hint.
-        layer_norm_eps: Epsilon of every LayerNorm.
-        attention_kernel: "sdpa" (torch.nn.functional.scaled_dot_product_attention), "math"
-            (the written-out softmax(QK^T / sqrt(d_k)) V of equation 1), or "auto" (math for
-            bf16/fp16 on CPU, sdpa otherwise).
-        linear_kernel: Float32 CPU matrix products: "auto" (oneDNN on x86-64 CPUs, else
-            torch.nn.functional.linear), "onednn" or "torch"; see `transformer.linear`.
-        pad_id, unk_id, bos_id, eos_id: Special token ids (match the SentencePiece model).
-
-    Raises:
-        ValueError: when a value is out of range, naming it.
-    """
-
-    vocab_size: int = 37000
-    tgt_vocab_size: int | None = None
-    d_model: int = 512
-    d_ff: int = 2048
-    n_heads: int = 8
-    n_encoder_layers: int = 6
-    n_decoder_layers: int = 6
-    dropout: float = 0.1
-    attention_dropout: float = 0.0
-    activation_dropout: float = 0.0
-    norm_first: bool = False
-    share_embeddings: bool = True
-    max_positions: int = 1024
-    layer_norm_eps: float = 1e-5
-    attention_kernel: str = "auto"
-    linear_kernel: str = "auto"
-    pad_id: int = 0
-    unk_id: int = 1
-    bos_id: int = 2
-    eos_id: int = 3
-
-    def __post_init__(self) -> None:
-        sizes = ("vocab_size", "d_model", "d_ff", "n_heads", "max_positions")
-        for name in (*sizes, "n_encoder_layers", "n_decoder_layers"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-                raise ValueError(f"{name} ({value!r}) must be an integer")
-            if value < 1:
-                raise ValueError(f"{name} ({getattr(self, name)}) must be at least 1")
-        if self.d_model % self.n_heads != 0:
-            raise ValueError(
-                f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
-            )
-        if not (math.isfinite(self.layer_norm_eps) and self.layer_norm_eps > 0):
-            raise ValueError(f"layer_norm_eps ({self.layer_norm_eps}) must be a finite number > 0")
-        for name in ("dropout", "attention_dropout", "activation_dropout"):
-            value = getattr(self, name)
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"{name} ({value}) must be in [0, 1)")
-        if self.attention_kernel not in ("auto", "sdpa", "math"):
-            raise ValueError(
-                f"attention_kernel ({self.attention_kernel!r}) must be 'auto', 'sdpa' or 'math'"
-            )
-        if self.linear_kernel not in ("auto", "onednn", "torch"):
-            raise ValueError(
-                f"linear_kernel ({self.linear_kernel!r}) must be 'auto', 'onednn' or 'torch'"
-            )
-        if self.tgt_vocab_size is not None:
-            if self.tgt_vocab_size < 1:
-                raise ValueError(f"tgt_vocab_size ({self.tgt_vocab_size}) must be at least 1")
-            if self.share_embeddings and self.tgt_vocab_size != self.vocab_size:
-                raise ValueError(
-                    f"tgt_vocab_size ({self.tgt_vocab_size}) differs from vocab_size "
-                    f"({self.vocab_size}) but share_embeddings is True; set "
-                    "share_embeddings: false for separate vocabularies"
-                )
-        ids = {n: getattr(self, n) for n in ("pad_id", "unk_id", "bos_id", "eos_id")}
-        if len(set(ids.values())) != 4:
-            raise ValueError(f"special token ids must be distinct, got {ids}")
-        smallest_vocab = min(self.vocab_size, self.target_vocab_size)
-        for name, value in ids.items():
-            if not 0 <= value < smallest_vocab:
-                raise ValueError(f"{name} ({value}) must be in [0, {smallest_vocab})")
-
-    @property
-    def target_vocab_size(self) -> int:
-        """Size of the target vocabulary (= `vocab_size` when shared)."""
-        return self.vocab_size if self.tgt_vocab_size is None else self.tgt_vocab_size
-
-    @property
-    def d_k(self) -> int:
-        """Per-head width d_k = d_v = d_model / n_heads (section 3.2.2)."""
-        return self.d_model // self.n_heads
-
-
-@dataclass(frozen=True)
-class DataConfig:
-    """The `data:` section: where parallel text comes from and how it becomes batches.
-
-    `train`, `valid` and `test` are either a local path prefix (`multi30k/train` reads
-    `multi30k/train.en` and `multi30k/train.de`; relative paths are resolved against
-    $TRANSFORMER_DATA_DIR when set, else the current directory) or a Hugging Face `datasets`
-    spec `hf:NAME:CONFIG:SPLIT` (e.g. `hf:wmt14:de-en:train`; CONFIG may be empty). Swap
-    `source_lang` and `target_lang` for the other direction. `valid`/`test` may be null.
-
-    Args:
-        vocab_size: SentencePiece pieces (special tokens included); per side when
-            `shared_vocab` is false. The paper uses about 37000 shared BPE tokens for EN-DE.
-        spm_model_type: "bpe" (the paper) or "unigram".
-        spm_input_sentence_size: SentencePiece trains on at most this many sentences,
-            sampled at random from both sides (for large corpora).
-        spm_character_coverage: Fraction of characters the alphabet covers; rarer ones map
-            to unk.
-        shared_vocab: One joint model for both sides (section 5.1) or one per side.
-        max_len: Pairs with a side longer than this many subword tokens (without bos/eos)
-            are dropped from training and validation data.
-        max_len_ratio: Also drop pairs where max(len) / min(len) exceeds this; null = off.
-        cache_dir: Where encoded corpora are cached; null = `<output_dir>/cache`.
-    """
-
-    source_lang: str = "en"
-    target_lang: str = "de"
-    train: str = "multi30k/train"
-    valid: str | None = "multi30k/val"
-    test: str | None = "multi30k/test_2016_flickr"
-    vocab_size: int = 37000
-    spm_model_type: str = "bpe"
-    spm_input_sentence_size: int = 10_000_000
-    spm_character_coverage: float = 0.9999
-    shared_vocab: bool = True
-    max_len: int = 256
-    max_len_ratio: float | None = None
-    cache_dir: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.source_lang == self.target_lang:
-            raise ValueError(f"source_lang and target_lang are both {self.source_lang!r}")
-        if self.spm_model_type not in ("bpe", "unigram"):
-            raise ValueError(f"spm_model_type ({self.spm_model_type!r}) must be 'bpe' or 'unigram'")
-        if self.vocab_size < MIN_SPM_VOCAB:
-            raise ValueError(
-                f"data.vocab_size ({self.vocab_size}) must be at least {MIN_SPM_VOCAB}: the 4 "
-                "special tokens (pad, unk, bos, eos) plus the characters of the text"
-            )
-        for name in ("spm_input_sentence_size", "max_len"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} ({getattr(self, name)}) must be at least 1")
-        if not 0.0 < self.spm_character_coverage <= 1.0:
-            raise ValueError(
-                f"spm_character_coverage ({self.spm_character_coverage}) must be in (0, 1]"
-            )
-        if self.max_len_ratio is not None and self.max_len_ratio < 1.0:
-            raise ValueError(f"max_len_ratio ({self.max_len_ratio}) must be at least 1 or null")
-
-
-@dataclass(frozen=True)
-class DecodeConfig:
-    """The `decode:` section: beam search as in section 6.1 of the paper.
-
-    Raises:
-        ValueError: for a value out of range, naming the key (`decode.beam_size`, ...).
-    """
-
-    beam_size: int = 4
-    length_penalty: float = 0.6
-    length_penalty_style: str = "gnmt"
-    max_len_a: float = 1.0
-    max_len_b: int = 50
-    max_tokens: int = 4096
-
-    def __post_init__(self) -> None:
-        for name in ("beam_size", "max_tokens"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"decode.{name} ({getattr(self, name)}) must be at least 1")
-        for name in ("length_penalty", "max_len_a", "max_len_b"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):  # also rejects NaN
-                raise ValueError(f"decode.{name} ({value}) must be a finite number >= 0")
-        if self.length_penalty_style not in ("gnmt", "power"):
-            raise ValueError(
-                f"decode.length_penalty_style ({self.length_penalty_style!r}) must be one of "
-                "gnmt, power"
-            )
+__all__ = ["Config", "DataConfig", "DecodeConfig", "ModelConfig", "TrainConfig", "load_config"]
 
 
 @dataclass(frozen=True)
@@ -230,3 +46,184 @@ class Config:
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+
+# Keys that older versions accepted, with where they went. A checkpoint that stores one still
+# loads (the key is dropped); a config file or override that uses one is told where it went.
+RETIRED_KEYS = {"model": {"linear_kernel": "train.linear_kernel"}}
+
+_EXPONENT_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def _coerce(value: object, annotation: object, key: str) -> object:
+    """Check `value` against a dataclass field type, converting YAML forms (lists, ints)."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(annotation)
+        if value is None and type(None) in options:
+            return None
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _coerce(value, option, key)
+            except ValueError:
+                continue
+        raise ValueError(f"config key {key}: value {value!r} is not of type {annotation}")
+    if origin is tuple:
+        args = typing.get_args(annotation)
+        if not isinstance(value, list | tuple) or len(value) != len(args):
+            raise ValueError(
+                f"config key {key}: expected a list of {len(args)} values, got {value!r}"
+            )
+        return tuple(_coerce(v, a, key) for v, a in zip(value, args, strict=True))
+    if annotation is bool:
+        if isinstance(value, bool):
+            return value
+    elif annotation is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif annotation is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        # YAML 1.1 (PyYAML) reads exponent forms without a dot, such as 1e-9, as strings.
+        if isinstance(value, str) and _EXPONENT_FLOAT.fullmatch(value.strip()):
+            return float(value)
+    elif annotation is str:
+        if isinstance(value, str):
+            return value
+    raise ValueError(
+        f"config key {key}: expected {getattr(annotation, '__name__', annotation)}, "
+        f"got {value!r} ({type(value).__name__})"
+    )
+
+
+def _build_section(cls: type, values: dict, section: str, origins: dict[str, str]) -> object:
+    """Build one section's dataclass from a dict, rejecting unknown keys and wrong types.
+
+    `origins` maps a key to where its value came from (the file, or a command-line override);
+    a key missing from it came from `origins[""]`, the file.
+    """
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in values.items():
+        origin = origins.get(key, origins[""])
+        if key in RETIRED_KEYS.get(section, {}):
+            raise ValueError(
+                f"{origin}: config key {section}.{key} is now {RETIRED_KEYS[section][key]} "
+                "(a runtime choice of how to compute, no longer part of the model)"
+            )
+        if key not in names:
+            raise ValueError(
+                f"{origin}: unknown config key {section}.{key}; valid keys of {section!r}: "
+                + ", ".join(names)
+            )
+        try:
+            kwargs[key] = _coerce(value, hints[key], f"{section}.{key}")
+        except ValueError as error:
+            raise ValueError(f"{origin}: {error}") from error
+    overridden = sorted({o for k, o in origins.items() if k and k in values})
+    origin = " with ".join([origins[""], *overridden])
+    try:
+        return cls(**kwargs)
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"{origin}: {error}") from error
+
+
+def _parse_override(text: str) -> tuple[str, str, object]:
+    """Split `section.key=value` into its parts, parsing the value as YAML."""
+    if "=" not in text or "." not in text.split("=", 1)[0]:
+        raise ValueError(f"command-line override {text!r} must look like section.key=value")
+    dotted, raw = text.split("=", 1)
+    section, key = dotted.split(".", 1)
+    return section, key, yaml.safe_load(raw) if raw != "" else ""
+
+
+def config_from_dict(
+    raw: dict,
+    overrides: list[str] | None = None,
+    source: str = "config",
+    drop_retired: bool = False,
+) -> Config:
+    """Build a `Config` from a plain dict (as read from YAML) plus dotted overrides.
+
+    Args:
+        raw: Mapping of section name to a mapping of keys.
+        overrides: Strings such as `train.max_steps=1000`; values are parsed as YAML.
+        source: Where `raw` came from, for error messages.
+        drop_retired: Silently drop `RETIRED_KEYS` (for configs stored in older checkpoints).
+
+    Returns:
+        The checked `Config`.
+
+    Raises:
+        ValueError: an unknown section or key (listing the valid ones), a wrong type, or an
+            invalid value, naming the key.
+    """
+    raw = dict(raw or {})
+    sections = {f.name: f.type for f in dataclasses.fields(Config)}
+    hints = typing.get_type_hints(Config)
+    for name, values in raw.items():
+        if name not in sections:
+            raise ValueError(
+                f"{source}: unknown config section {name!r}; valid sections: " + ", ".join(sections)
+            )
+        if values is not None and not isinstance(values, dict):
+            raise ValueError(
+                f"{source}: config section {name!r} must be a mapping of keys, got {values!r}"
+            )
+    merged = {name: dict(raw.get(name) or {}) for name in sections}
+    if drop_retired:
+        for name, retired in RETIRED_KEYS.items():
+            for key in retired:
+                merged[name].pop(key, None)
+    origins: dict[str, dict[str, str]] = {name: {"": source} for name in sections}
+    for text in overrides or []:
+        section, key, value = _parse_override(text)
+        if section not in sections:
+            raise ValueError(
+                f"command-line override {text!r}: unknown section {section!r}; valid sections: "
+                + ", ".join(sections)
+            )
+        merged[section][key] = value
+        origins[section][key] = f"command-line override {text!r}"
+    built = {
+        name: _build_section(hints[name], merged[name], name, origins[name]) for name in sections
+    }
+    return Config(**built)
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
+    """Read a YAML config file and apply dotted overrides (see `config_from_dict`).
+
+    Raises:
+        FileNotFoundError: when `path` does not exist.
+        ValueError: on YAML syntax errors or invalid keys/values, naming the file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"config file not found: {path}")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not a UTF-8 text file ({error.reason})") from error
+    except yaml.YAMLError as error:
+        raise ValueError(f"{path}: invalid YAML: {error}") from error
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: top level must be a mapping of sections")
+    return config_from_dict(raw, overrides, source=str(path))
+
+
+def config_to_dict(config: Config) -> dict:
+    """The config as plain Python values (tuples as lists), ready for YAML or a checkpoint."""
+
+    def plain(value: object) -> object:
+        if isinstance(value, tuple):
+            return [plain(v) for v in value]
+        return value
+
+    return {
+        name: {k: plain(v) for k, v in dataclasses.asdict(getattr(config, name)).items()}
+        for name in ("model", "data", "train", "decode")
+    }

@@ -1,0 +1,131 @@
+"""Time one training step of a config's model on the CPU: precision, denormals, kernels.
+
+    python benchmarks/cpu_step_time.py --config configs/multi30k.yaml [--threads 2] [--steps 5]
+
+For each combination of precision (float32, bf16 autocast), `torch.set_flush_denormal` (on, off),
+attention kernel (sdpa, math) and linear kernel (torch = MKL, auto = oneDNN), runs warm-up
+steps and then times full training steps (forward, label-smoothed loss, backward, Adam) on the
+same random batch, alternating the settings round by round and reporting the median. The batch
+has the shape of a real Multi30k batch at `train.max_tokens` (about 15 tokens per sentence).
+
+Denormals: float32 values below 1.2e-38 are processed far more slowly by x86 CPUs unless they
+are flushed to zero. Random weights rarely produce them, so `--checkpoint` starts from a real
+training checkpoint (its weights and Adam state) and `--denormal-state` seeds the Adam moments
+with denormal values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import torch
+
+from transformer.checkpoint import read_checkpoint
+from transformer.config import load_config
+from transformer.model.config import ModelConfig
+from transformer.model.transformer import Transformer
+from transformer.train.loss import label_smoothed_cross_entropy
+
+
+def make_step(config, kernels, bf16: bool, denormal_state: bool, batch, checkpoint=None):
+    """Build a model + optimizer (from `checkpoint` if given) and return a one-step function."""
+    import dataclasses
+
+    torch.manual_seed(0)
+    model_config = config.model if checkpoint is None else ModelConfig(**checkpoint["model_config"])
+    attention_kernel, linear_kernel = kernels
+    model = Transformer(
+        dataclasses.replace(
+            model_config,
+            vocab_size=8000,
+            attention_kernel=attention_kernel,
+            linear_kernel=linear_kernel,
+        )
+    )
+    optimizer = torch.optim.Adam(
+        model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True
+    )  # as transformer.optim.build_optimizer
+    if checkpoint is not None:
+        model.load_state_dict(checkpoint["model"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+    src, tgt_in, tgt_out = batch
+
+    def step() -> None:
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            logits = model(src, tgt_in)
+        out = label_smoothed_cross_entropy(logits, tgt_out, 0.1, 0)
+        (out.loss / out.n_tokens).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    step()
+    if denormal_state:
+        for state in optimizer.state.values():
+            state["exp_avg"].fill_(1e-39)
+            state["exp_avg_sq"].fill_(1e-39)
+    return step
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", default="configs/multi30k.yaml")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=3, help="timed rounds per setting")
+    parser.add_argument("--denormal-state", action="store_true")
+    parser.add_argument("--checkpoint", help="start from this training checkpoint (8000 vocab)")
+    parser.add_argument("--flush", default="on,off", help="denormal flushing settings to time")
+    parser.add_argument("--linear-kernels", default="torch,auto", help="linear kernels to time")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    config = load_config(args.config)
+    checkpoint = read_checkpoint(args.checkpoint) if args.checkpoint else None
+    sentences = config.train.max_tokens // 17
+    generator = torch.Generator().manual_seed(0)
+    src = torch.randint(4, 8000, (sentences, 16), generator=generator)
+    tgt = torch.randint(4, 8000, (sentences, 17), generator=generator)
+    tgt[:, 0] = 2
+    batch = (src, tgt[:, :-1], tgt[:, 1:])
+    if not set(args.flush.split(",")) <= {"on", "off"}:
+        parser.error(f"--flush ({args.flush!r}) must be 'on', 'off' or 'on,off'")
+    flushes = [f == "on" for f in args.flush.split(",")]
+    settings = [
+        (precision, flush, kernel, linear)
+        for precision in ("fp32", "bf16")
+        for flush in flushes
+        for kernel in ("sdpa", "math")
+        for linear in args.linear_kernels.split(",")
+    ]
+    steps = {}
+    for key in settings:
+        torch.set_flush_denormal(key[1])
+        steps[key] = make_step(
+            config, key[2:], key[0] == "bf16", args.denormal_state, batch, checkpoint
+        )
+    times = {key: [] for key in settings}
+    for _ in range(args.steps):
+        for key in settings:  # alternate the settings round by round
+            torch.set_flush_denormal(key[1])
+            start = time.perf_counter()
+            steps[key]()
+            times[key].append(time.perf_counter() - start)
+    tokens = int((batch[2] != 0).sum())
+    print(
+        f"{sentences} sentences x 16/17 tokens, {tokens} target tokens, "
+        f"{args.threads} threads, denormal state: {args.denormal_state}"
+    )
+    print(f"{'precision':<10}{'flush':<7}{'attention':<10}{'linear':<8}{'ms/step':>9}{'tok/s':>9}")
+    for key in settings:
+        median = statistics.median(times[key])
+        precision, flush, kernel, linear = key
+        print(
+            f"{precision:<10}{str(flush):<7}{kernel:<10}{linear:<8}"
+            f"{median * 1000:>9.0f}{tokens / median:>9.0f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""Item 4 of the benchmark: training tokens/s and model FLOPs utilisation (MFU) on a GPU.
+
+Our base and big models train in bf16 autocast with fused SDPA attention and `torch.compile`,
+on full-length random batches (no padding, so the FLOP count below is exact).
+
+MFU = achieved training FLOP/s / the GPU's peak dense bf16 FLOP/s. Training FLOPs per step
+count 6 x (matmul parameters x the tokens they process) plus attention: the encoder layers see
+the B*S source tokens, the decoder layers and the output projection the B*T target tokens, and
+each attention product (Q K^T and weights x V) costs 2 * 2 * D FLOPs per query-key pair per
+layer forward, x 3 for forward + backward (encoder S*S, decoder self T*T counted in full, cross
+T*S). Embedding lookups, LayerNorm, softmax and biases are not counted (the usual convention,
+Kaplan et al., 2020; Chowdhery et al., 2022, appendix B).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict
+
+import torch
+
+from benchmarks.engines import BOS_ID, EOS_ID, FIRST_WORD_ID, Dims, Engine
+from benchmarks.report import ratio_summary, summary
+
+# Dense (no sparsity) bf16 tensor-core peaks from the vendors' data sheets, TFLOP/s.
+PEAK_BF16_TFLOPS = {"H200": 989.4, "H100": 989.4, "A100": 312.0}
+
+CONFIGS = {
+    "base": Dims(),
+    "big": Dims(d_model=1024, d_ff=4096, n_heads=16, dropout=0.3),
+}
+
+
+def training_flops(dims: Dims, batch_size: int, src_length: int, tgt_length: int) -> float:
+    """FLOPs of one training step (forward + backward) by the convention of the module doc.
+
+    Args:
+        dims: Model sizes.
+        batch_size: B sentences.
+        src_length, tgt_length: S and T, with no padding.
+
+    Returns:
+        FLOPs per step.
+    """
+    D, F, V, N = dims.d_model, dims.d_ff, dims.vocab_size, dims.n_layers
+    encoder_layer = 4 * D * D + 2 * D * F  # W^Q, W^K, W^V, W^O and the two FFN matrices
+    decoder_layer = 8 * D * D + 2 * D * F  # self- and cross-attention, FFN
+    src_tokens, tgt_tokens = batch_size * src_length, batch_size * tgt_length
+    dense = 6 * (N * encoder_layer * src_tokens + (N * decoder_layer + V * D) * tgt_tokens)
+    pairs = src_length**2 + tgt_length**2 + tgt_length * src_length  # per sentence, per layer
+    attention = 3 * 2 * 2 * D * N * batch_size * pairs
+    return float(dense + attention)
+
+
+def peak_tflops(device_name: str, override: float | None) -> float:
+    """The GPU's dense bf16 peak, from `override` or the table.
+
+    Raises:
+        ValueError: for a GPU missing from the table when no override is given.
+    """
+    if override is not None:
+        return override
+    for key, value in PEAK_BF16_TFLOPS.items():
+        if key in device_name:
+            return value
+    raise ValueError(
+        f"no peak bf16 FLOP/s known for GPU {device_name!r}; pass --peak-tflops "
+        f"(known: {', '.join(PEAK_BF16_TFLOPS)})"
+    )
+
+
+def full_length_batch(batch_size: int, length: int, vocab_size: int, seed: int) -> dict:
+    """Random batch without padding: src (B, L), tgt_in = bos + words, tgt_out = words + eos."""
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(FIRST_WORD_ID, vocab_size, (batch_size, length), generator=g)
+    words = torch.randint(FIRST_WORD_ID, vocab_size, (batch_size, length - 1), generator=g)
+    tgt_in = torch.cat((torch.full((batch_size, 1), BOS_ID), words), dim=1)  # (B, L)
+    tgt_out = torch.cat((words, torch.full((batch_size, 1), EOS_ID)), dim=1)  # (B, L)
+    return {"src": src.tolist(), "tgt_in": tgt_in.tolist(), "tgt_out": tgt_out.tolist()}
+
+
+def measure_mfu(
+    dims: Dims,
+    batch_size: int,
+    length: int,
+    warmup_steps: int,
+    steps: int,
+    peak: float,
+    device: str = "cuda",
+    compile_model: bool = True,
+    bf16: bool = True,
+) -> dict:
+    """Train our model for `steps` timed steps; tokens/s, MFU and peak memory per step.
+
+    Args:
+        peak: Peak FLOP/s of the device (FLOP/s, not TFLOP/s).
+        device, compile_model, bf16: "cuda" with torch.compile and bf16 for the real figure
+            (the tests run it on the CPU without compile).
+
+    Returns:
+        {"step_seconds", "target_tokens_per_second", "mfu", "flops_per_step", "peak_memory_mib",
+        "parameters"} with per-step lists for the first three.
+    """
+    from benchmarks.workers import peak_memory_mib, reset_peak_memory
+
+    engine = Engine("ours", dims, seed=0, device=device, compile_model=compile_model)
+    batch = full_length_batch(batch_size, length, dims.vocab_size, seed=5)
+    engine.train(batch, warmup_steps, bf16=bf16)  # includes compilation
+    reset_peak_memory(engine.device.type)
+    timed = engine.train(batch, steps, bf16=bf16)
+    flops = training_flops(dims, batch_size, length, length)
+    seconds = [s["seconds"] for s in timed]
+    return {
+        "step_seconds": seconds,
+        "target_tokens_per_second": [s["tokens"] / s["seconds"] for s in timed],
+        "mfu": [flops / s / peak for s in seconds],
+        "flops_per_step": flops,
+        "peak_memory_mib": peak_memory_mib(engine.device.type),
+        "parameters": engine.describe()["parameters"],
+    }
+
+
+def run_cuda_benchmark(settings, quick: bool, peak_override: float | None) -> dict:
+    """Item 4 for the base and big configs; returns the report body (figures, ratios).
+
+    Raises:
+        RuntimeError: when CUDA is not available.
+    """
+    if not torch.cuda.is_available():
+        raise RuntimeError("--device cuda: no CUDA device is available")
+    settings.apply()
+    peak = peak_tflops(torch.cuda.get_device_name(), peak_override) * 1e12
+    batch_size, length = (64, 64) if quick else (192, 128)
+    warmup, steps = (3, 5) if quick else (5, 20)
+    figures, ratio_stats, engines = {}, {}, {}
+    for name, dims in CONFIGS.items():
+        print(f"[benchmark] cuda: {name} model, B={batch_size}, L={length} ...", flush=True)
+        result = measure_mfu(dims, batch_size, length, warmup, steps, peak)
+        engines[name] = {"dims": asdict(dims), "parameters": result["parameters"]}
+        figures[f"cuda_{name}_bf16_tokens_per_s"] = summary(
+            result["target_tokens_per_second"], "target tokens/s"
+        )
+        figures[f"cuda_{name}_bf16_step"] = summary(result["step_seconds"], "seconds/step")
+        figures[f"cuda_{name}_bf16_peak_memory"] = summary(
+            [result["peak_memory_mib"]], "MiB (CUDA allocated)"
+        )
+        mfu = result["mfu"]
+        ratio_stats[f"mfu_{name}_bf16"] = ratio_summary(mfu, [1.0] * len(mfu))
+        print(f"[benchmark] cuda: {name} MFU median {statistics.median(mfu):.3f}", flush=True)
+    return {
+        "engines": engines,
+        "figures": figures,
+        "ratio_stats": ratio_stats,
+        "dims_note": f"base and big, B={batch_size}, L={length} (no padding), bf16, SDPA, "
+        f"torch.compile; peak {peak / 1e12:.1f} TFLOP/s",
+        "plan": {"batch_size": batch_size, "length": length, "warmup": warmup, "steps": steps},
+        "cache_check": None,
+    }

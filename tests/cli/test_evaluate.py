@@ -1,0 +1,187 @@
+"""Tests for transformer/evaluate.py (the transformer-evaluate command)."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+
+import pytest
+import sacrebleu
+
+from tests.decode.test_translator import model, synthetic_sentences, tokenizer, write_checkpoint  # noqa: F401
+from transformer.cli.evaluate import main
+from transformer.decode.translator import Translator
+from transformer.evaluate.bleu import corpus_scores
+
+HYPS = ["Ein Mann isst einen Apfel.", "Zwei Hunde spielen im Schnee-Feld.", ""]
+REFS = ["Ein Mann isst einen roten Apfel.", "Zwei Hunde spielen im Schnee.", "Eine Frau liest."]
+
+
+def write_lines(path, lines):
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def test_scores_an_existing_hypothesis_file(tmp_path, capsys):
+    hyp = write_lines(tmp_path / "hyp.de", HYPS)
+    ref = write_lines(tmp_path / "ref.de", REFS)
+    out_json = tmp_path / "scores.json"
+    assert main(["--hyp", str(hyp), "--ref", str(ref), "--json", str(out_json)]) == 0
+    printed = capsys.readouterr().out
+    bleu = sacrebleu.corpus_bleu(HYPS, [REFS])
+    assert f"sacreBLEU BLEU  = {bleu.score:.2f}" in printed
+    assert "sacreBLEU chrF2" in printed and "tokenized BLEU (13a + compound split" in printed
+    report = json.loads(out_json.read_text())
+    assert report["scores"]["bleu"] == pytest.approx(bleu.score)
+    assert report["scores"]["chrf"] == pytest.approx(sacrebleu.corpus_chrf(HYPS, [REFS]).score)
+    assert report["scores"]["tokenized_bleu"] == pytest.approx(
+        corpus_scores(HYPS, REFS)["tokenized_bleu"]
+    )
+    assert "tok:13a" in report["scores"]["signatures"]["bleu"]
+    assert report["target_lang"] == "de"  # from the reference file's suffix
+
+
+def test_line_count_mismatch_names_both_files_and_counts(tmp_path, capsys):
+    hyp = write_lines(tmp_path / "hyp.de", HYPS[:2])
+    ref = write_lines(tmp_path / "ref.de", REFS)
+    assert main(["--hyp", str(hyp), "--ref", str(ref)]) == 1
+    error = capsys.readouterr().err
+    assert f"{hyp} has 2 lines but {ref} has 3" in error
+
+
+def test_translates_scores_and_writes_everything(model, tokenizer, tmp_path, capsys):  # noqa: F811
+    checkpoint = tmp_path / "checkpoint_best.pt"
+    write_checkpoint(checkpoint, model, tokenizer)
+    sources = synthetic_sentences(6, seed=20)
+    src = write_lines(tmp_path / "test.en", sources)
+    ref = write_lines(tmp_path / "test.de", synthetic_sentences(6, seed=21))
+    out_dir = tmp_path / "eval"
+    args = ["--checkpoint", str(checkpoint), "--src", str(src), "--ref", str(ref)]
+    settings = ["--beam-size", "2", "--max-len-b", "8", "--device", "cpu"]
+    assert main(args + settings + ["--output-dir", str(out_dir)]) == 0
+    expected = Translator(model, tokenizer).translate(sources, beam_size=2, max_len_b=8)
+    hyp_file = out_dir / "checkpoint_best.test.hyp"
+    assert hyp_file.read_text(encoding="utf-8") == "".join(h + "\n" for h in expected)
+    report = json.loads((out_dir / "checkpoint_best.test.json").read_text())
+    assert report["scores"]["bleu"] == pytest.approx(
+        sacrebleu.corpus_bleu(expected, [ref.read_text().splitlines()]).score
+    )
+    assert report["decoding"]["beam_size"] == 2
+    assert report["decoding"]["length_penalty"] == 0.6
+    assert report["decoding"]["max_len_b"] == 8
+    assert report["hyp"] == str(hyp_file) and report["checkpoint"] == str(checkpoint)
+    assert "sacreBLEU BLEU" in capsys.readouterr().out
+
+    # default output place: next to the checkpoint
+    assert main(args + settings) == 0
+    assert (tmp_path / "checkpoint_best.test.hyp").is_file()
+    assert (tmp_path / "checkpoint_best.test.json").is_file()
+
+
+def test_test_set_download_failure_names_the_local_alternative(monkeypatch, capsys, tmp_path):
+    def offline(*args, **kwargs):
+        raise urllib.error.URLError("Name or service not known")
+
+    monkeypatch.setattr("sacrebleu.utils.get_source_file", offline)
+    monkeypatch.setattr("sacrebleu.utils.get_reference_files", offline)
+    checkpoint = tmp_path / "unused.pt"
+    args = ["--checkpoint", str(checkpoint), "--test-set", "wmt14/full", "--langpair", "en-de"]
+    assert main(args) == 1
+    error = capsys.readouterr().err
+    assert "wmt14/full" in error and "--src FILE --ref FILE" in error
+    assert (
+        main(["--checkpoint", str(checkpoint), "--test-set", "wmt99", "--langpair", "en-de"]) == 1
+    )
+    assert "unknown sacreBLEU test set 'wmt99'" in capsys.readouterr().err
+    assert (
+        main(["--checkpoint", str(checkpoint), "--test-set", "wmt14/full", "--langpair", "xx-de"])
+        == 1
+    )
+    assert "no language pair 'xx-de'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--ref", "r.de"], "give --checkpoint"),
+        (["--hyp", "h.de", "--ref", "r.de", "--checkpoint", "c.pt"], "--hyp scores"),
+        (["--checkpoint", "c.pt", "--ref", "r.de"], "give --src"),
+        (["--checkpoint", "c.pt", "--src", "s.en"], "give --ref"),
+        (["--checkpoint", "c.pt", "--test-set", "wmt14/full"], "needs --langpair"),
+    ],
+)
+def test_inconsistent_arguments_are_rejected(argv, message, capsys):
+    assert main(argv) == 1
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_real_test_set_scores_equal_sacrebleu(shared_data, tmp_path, capsys):
+    ref = shared_data / "multi30k" / "test_2016_flickr.de"
+    refs = ref.read_text(encoding="utf-8").splitlines()
+    hyps = refs[1:] + refs[:1]  # every hypothesis is another sentence's reference
+    hyp = write_lines(tmp_path / "shifted.de", hyps)
+    out_json = tmp_path / "scores.json"
+    assert main(["--hyp", str(hyp), "--ref", str(ref), "--json", str(out_json)]) == 0
+    scores = json.loads(out_json.read_text())["scores"]
+    assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score)
+    assert scores["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs]).score)
+    assert main(["--hyp", str(ref), "--ref", str(ref)]) == 0
+    assert "sacreBLEU BLEU  = 100.00" in capsys.readouterr().out
+
+
+def test_empty_files_say_there_is_nothing_to_score(tmp_path, capsys):
+    empty = tmp_path / "e"
+    empty.write_text("")
+    assert main(["--hyp", str(empty), "--ref", str(empty)]) == 1
+    error = capsys.readouterr().err
+    assert error == f"transformer-evaluate: error: nothing to score: {empty} is empty\n"
+    never = str(tmp_path / "never-read.pt")
+    assert main(["--checkpoint", never, "--src", str(empty), "--ref", str(empty)]) == 1
+    assert f"nothing to score: {empty} is empty" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "option, value", [("--beam-size", "0"), ("--length-penalty", "nan"), ("--max-len-b", "-2")]
+)
+def test_decoding_options_are_checked_first(tmp_path, capsys, option, value):
+    src = write_lines(tmp_path / "s.en", ["a man ."])
+    never = str(tmp_path / "never-read.pt")
+    argv = ["--checkpoint", never, "--src", str(src), "--ref", str(src), option, value]
+    assert main(argv) == 1
+    assert capsys.readouterr().err.startswith(f"transformer-evaluate: error: {option} (")
+
+
+@pytest.mark.parametrize(
+    "outputs, message",
+    [
+        (["--json", "{hyp}"], "--json .*hyp.de is also an input"),
+        (["--json", "{ref}"], "--json .*ref.de is also an input"),
+        (["--json", "{tmp}"], "--json .* is a directory"),
+        (["--json", "{ref}/x.json"], "ref.de is a file, not a directory"),
+    ],
+)
+def test_outputs_never_overwrite_inputs(tmp_path, capsys, outputs, message):
+    hyp = write_lines(tmp_path / "hyp.de", HYPS)
+    ref = write_lines(tmp_path / "ref.de", REFS)
+    before = {p: p.read_bytes() for p in (hyp, ref)}
+    names = {"hyp": hyp, "ref": ref, "tmp": tmp_path}
+    argv = ["--hyp", str(hyp), "--ref", str(ref), *(o.format(**names) for o in outputs)]
+    assert main(argv) == 1
+    assert re.search(message, capsys.readouterr().err)
+    assert {p: p.read_bytes() for p in (hyp, ref)} == before
+
+
+def test_outputs_checked_first(model, tokenizer, tmp_path, capsys, monkeypatch):  # noqa: F811
+    checkpoint = tmp_path / "checkpoint_best.pt"
+    write_checkpoint(checkpoint, model, tokenizer)
+    src = write_lines(tmp_path / "test.en", synthetic_sentences(3, seed=20))
+    ref = write_lines(tmp_path / "test.de", synthetic_sentences(3, seed=21))
+    before = src.read_bytes()
+    monkeypatch.setattr(Translator, "translate", lambda *a, **k: pytest.fail("translated"))
+    args = ["--checkpoint", str(checkpoint), "--src", str(src), "--ref", str(ref)]
+    assert main(args + ["--hyp-out", str(src)]) == 1
+    assert "--hyp-out" in capsys.readouterr().err and src.read_bytes() == before
+    assert main(args + ["--hyp-out", str(tmp_path / "h"), "--json", str(tmp_path / "h")]) == 1
+    assert "name the same file" in capsys.readouterr().err

@@ -1,0 +1,195 @@
+"""Tests for transformer/translator.py: batching, order, empty lines, checkpoints.
+
+The reference for every translation is the search function called directly on one sentence's
+ids, decoded by the tokenizer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import pytest
+import torch
+
+from transformer import Config, ModelConfig, Transformer
+from transformer.checkpoint import FORMAT_VERSION, save_checkpoint
+from transformer.config import config_to_dict
+from transformer.data.tokenizer import Tokenizer
+from transformer.decode.beam_search import beam_search
+from transformer.decode.greedy import greedy_search
+from transformer.decode.translator import Translator, length_sorted_batches
+
+WORDS = "a man woman dog cat is eats runs plays in the park with red ball big small".split()
+
+
+def synthetic_sentences(count: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choices(WORDS, k=rng.randint(1, 9))) + "." for _ in range(count)]
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Tokenizer:
+    return Tokenizer(Tokenizer.train(synthetic_sentences(300), vocab_size=60))
+
+
+@pytest.fixture(scope="module")
+def model(tokenizer) -> Transformer:
+    torch.manual_seed(0)
+    config = ModelConfig(
+        vocab_size=tokenizer.vocab_size,
+        d_model=32,
+        d_ff=64,
+        n_heads=4,
+        n_encoder_layers=2,
+        n_decoder_layers=2,
+        dropout=0.1,
+    )
+    model = Transformer(config).eval()
+    with torch.no_grad():  # make eos likely enough that outputs have varied lengths
+        model.tgt_embed.weight[config.eos_id] *= 2.5
+    return model
+
+
+def write_checkpoint(path, model: Transformer, tokenizer: Tokenizer) -> None:
+    """A checkpoint in the training format (see transformer/checkpoint.py)."""
+    config = Config(model=model.config)
+    save_checkpoint(
+        {
+            "format_version": FORMAT_VERSION,
+            "model": model.state_dict(),
+            "model_config": dataclasses.asdict(model.config),
+            "config": config_to_dict(config),
+            "spm_model": tokenizer.src_model_bytes,
+            "tgt_spm_model": None,
+            "step": 0,
+        },
+        path,
+    )
+
+
+def reference_translation(model, tokenizer, sentence, **settings) -> list[tuple[str, float]]:
+    """Beam search on one sentence alone, without the Translator."""
+    src = torch.tensor([tokenizer.encode(sentence)])
+    with torch.no_grad():
+        hypotheses = beam_search(model, src, **settings)[0]
+    return [(tokenizer.decode(h.tokens), h.score) for h in hypotheses]
+
+
+def test_length_sorted_batches_cover_every_index_within_budget():
+    lengths = [5, 1, 9, 3, 3, 12, 7, 2, 20]
+    batches = length_sorted_batches(lengths, max_tokens=12)
+    assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
+    for batch in batches:
+        longest = max(lengths[i] for i in batch)
+        assert len(batch) * longest <= 12 or len(batch) == 1
+        assert lengths[batch[0]] == longest
+    assert [lengths[b[0]] for b in batches] == sorted(
+        (lengths[b[0]] for b in batches), reverse=True
+    )
+    with pytest.raises(ValueError, match="max_tokens"):
+        length_sorted_batches(lengths, 0)
+
+
+def test_translate_equals_each_sentence_alone_in_input_order(model, tokenizer):
+    sentences = synthetic_sentences(12, seed=1)
+    translator = Translator(model, tokenizer)
+    small = translator.translate(sentences, beam_size=3, max_tokens=10, max_len_b=8)
+    large = translator.translate(sentences, beam_size=3, max_tokens=4096, max_len_b=8)
+    expected = [
+        reference_translation(model, tokenizer, s, beam_size=3, max_len_b=8)[0][0]
+        for s in sentences
+    ]
+    assert small == expected
+    assert large == expected
+    assert len(set(expected)) > 1
+
+
+def test_greedy_flag_uses_greedy_search(model, tokenizer):
+    sentences = synthetic_sentences(5, seed=2)
+    translator = Translator(model, tokenizer)
+    outputs = translator.translate(sentences, greedy=True, beam_size=7, max_len_b=8)
+    for sentence, output in zip(sentences, outputs, strict=True):
+        src = torch.tensor([tokenizer.encode(sentence)])
+        (h,) = greedy_search(model, src, max_len_b=8)
+        assert output == tokenizer.decode(h.tokens)
+
+
+def test_empty_lines_give_empty_output_and_leave_neighbours_alone(model, tokenizer):
+    sentences = synthetic_sentences(6, seed=3)
+    translator = Translator(model, tokenizer)
+    plain = translator.translate(sentences, max_tokens=16, max_len_b=8)
+    with_blanks = ["", sentences[0], "   ", sentences[1], "\t"] + sentences[2:] + [""]
+    outputs = translator.translate(with_blanks, max_tokens=16, max_len_b=8)
+    assert outputs == ["", plain[0], "", plain[1], ""] + plain[2:] + [""]
+    assert translator.translate([]) == []
+    nbest = translator.translate_nbest(["", sentences[0]], beam_size=3, nbest=2, max_len_b=8)
+    assert nbest[0] == [("", 0.0)]
+    assert len(nbest[1]) == 2
+
+
+def test_translate_nbest_matches_beam_search_scores(model, tokenizer):
+    sentences = synthetic_sentences(4, seed=4)
+    translator = Translator(model, tokenizer)
+    nbest = translator.translate_nbest(sentences, beam_size=4, nbest=3, max_len_b=8)
+    for sentence, entries in zip(sentences, nbest, strict=True):
+        expected = reference_translation(
+            model, tokenizer, sentence, beam_size=4, nbest=3, max_len_b=8
+        )
+        assert [text for text, _ in entries] == [text for text, _ in expected]
+        for (_, score), (_, reference) in zip(entries, expected, strict=True):
+            assert score == pytest.approx(reference, abs=1e-5)
+    with pytest.raises(ValueError, match="nbest"):
+        translator.translate_nbest(sentences, beam_size=2, nbest=3)
+
+
+def test_translate_uses_eval_mode_and_restores_training_mode(model, tokenizer):
+    sentences = synthetic_sentences(4, seed=5)
+    translator = Translator(model, tokenizer)
+    expected = translator.translate(sentences, max_len_b=8)
+    model.train()
+    try:
+        assert translator.translate(sentences, max_len_b=8) == expected  # dropout is off
+        assert model.training
+    finally:
+        model.eval()
+
+
+def test_from_checkpoint_round_trip_and_errors(model, tokenizer, tmp_path):
+    path = tmp_path / "checkpoint.pt"
+    write_checkpoint(path, model, tokenizer)
+    sentences = synthetic_sentences(5, seed=6)
+    loaded = Translator.from_checkpoint(path)
+    assert loaded.translate(sentences, max_len_b=8) == Translator(model, tokenizer).translate(
+        sentences, max_len_b=8
+    )
+    with pytest.raises(FileNotFoundError, match="missing.pt"):
+        Translator.from_checkpoint(tmp_path / "missing.pt")
+    (tmp_path / "junk.pt").write_text("not a checkpoint")
+    with pytest.raises(ValueError, match="junk.pt"):
+        Translator.from_checkpoint(tmp_path / "junk.pt")
+    with pytest.raises(ValueError, match="list of strings"):
+        loaded.translate("A single string.")
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(max_len_a=float("nan")), r"max_len_a \(nan\) must be a finite number"),
+        (dict(max_len_b=-100), r"max_len_b \(-100\) must be a finite number >= 0"),
+        (dict(length_penalty=float("inf")), "length_penalty"),
+        (dict(beam_size=0), r"beam_size \(0\) must be at least 1"),
+        (dict(length_penalty_style="fairseq"), "length_penalty_style"),
+    ],
+)
+def test_settings_out_of_range_are_refused_like_the_cli(model, tokenizer, kwargs, message):
+    translator = Translator(model, tokenizer)
+    with pytest.raises(ValueError, match=message):
+        translator.translate(["a man ."], **kwargs)
+    with pytest.raises(ValueError, match=message):
+        translator.translate_nbest([""], nbest=1, **kwargs)  # even with nothing to translate
+
+
+def test_non_string_sentences_are_named(model, tokenizer):
+    with pytest.raises(ValueError, match=r"sentences\[1\] is a int, not a string: 5"):
+        Translator(model, tokenizer).translate(["a man .", 5])

@@ -1,0 +1,141 @@
+"""Plumbing tests for scripts/reproduce_wmt14.sh, quickstart.py and linear_kernels.py.
+
+They run the real scripts end to end (train a few steps, average, decode, score) on local
+files from ../shared/data, so the commands a user with GPUs runs cannot rot.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = [
+    "model.d_model=32",
+    "model.d_ff=64",
+    "model.n_heads=2",
+    "model.n_encoder_layers=1",
+    "model.n_decoder_layers=1",
+    "data.vocab_size=400",
+    "train.device=cpu",
+    "train.precision=fp32",
+    "train.max_tokens=1024",
+    "train.tokens_per_update=null",
+    "train.max_steps=6",
+    "train.save_interval_steps=1",
+    "train.save_interval_minutes=null",
+    "train.warmup_steps=4",
+    "train.validate_interval_steps=3",
+    "train.valid_bleu_sentences=8",
+    "train.log_interval_steps=2",
+    "train.num_threads=1",
+    "decode.max_len_b=5",
+]
+
+
+def _head(source: Path, target: Path, lines: int) -> None:
+    target.write_text(
+        "".join(source.read_text(encoding="utf-8").splitlines(keepends=True)[:lines]),
+        encoding="utf-8",
+    )
+
+
+@pytest.mark.slow
+def test_reproduce_wmt14_plumbing(tmp_path, shared_data):
+    for lang in ("en", "de"):
+        _head(shared_data / f"wmt14-en-de/newstest2014.{lang}", tmp_path / f"test.{lang}", 20)
+        _head(shared_data / f"wmt14-en-de/newstest2013.{lang}", tmp_path / f"valid.{lang}", 30)
+    run_dir = tmp_path / "run"
+    env = {
+        **os.environ,
+        "NGPUS": "1",
+        "RUN_DIR": str(run_dir),
+        "PYTHON": sys.executable,
+        "TEST_SRC": str(tmp_path / "test.en"),
+        "TEST_REF": str(tmp_path / "test.de"),
+        "TRANSFORMER_DATA_DIR": str(shared_data),
+        "OMP_NUM_THREADS": "1",
+    }
+    overrides = [
+        "data.train=newstest-2008-2012-en-de/newssyscomb2009",
+        f"data.valid={tmp_path / 'valid'}",
+        *TINY,
+    ]
+    result = subprocess.run(
+        ["bash", str(REPO / "scripts/reproduce_wmt14.sh"), "base", *overrides],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert (run_dir / "checkpoint_avg5.pt").is_file()
+    hyps = (run_dir / "newstest2014.hyp.de").read_text(encoding="utf-8").splitlines()
+    assert len(hyps) == 20
+    scores = json.loads((run_dir / "newstest2014.json").read_text())["scores"]
+    assert {"bleu", "chrf", "tokenized_bleu"} <= scores.keys()
+
+
+def test_reproduce_wmt14_rejects_unknown_size():
+    result = subprocess.run(
+        ["bash", str(REPO / "scripts/reproduce_wmt14.sh"), "huge"], capture_output=True, text=True
+    )
+    assert result.returncode == 2
+    assert "usage" in result.stderr
+
+
+def test_linear_kernels_script_prints_every_product(capsys):
+    from benchmarks import linear_kernels
+    from transformer.cpu.onednn import onednn_available
+
+    status = linear_kernels.main(["--threads", "1", "--rounds", "1"])
+    out = capsys.readouterr().out
+    if not onednn_available():
+        assert status == 1 and "no oneDNN" in out
+        return
+    rows = [line for line in out.splitlines() if "ms" in line]
+    assert status == 0 and len(rows) == 2 * len(linear_kernels.SHAPES)
+    # The two kernels compute the same float32 products: outputs differ by rounding only.
+    assert all(float(row.split()[-1]) < 1e-3 for row in rows)
+
+
+@pytest.mark.slow
+def test_quickstart_end_to_end_with_a_relative_data_dir(tmp_path, shared_data, monkeypatch):
+    """A changed job (overrides) honours data.test and leaves the recorded results/ alone."""
+    for lang in ("en", "de"):
+        _head(shared_data / f"multi30k/test_2016_flickr.{lang}", tmp_path / f"mini.{lang}", 12)
+    recorded = {p: p.stat().st_mtime_ns for p in (REPO / "results").glob("multi30k_*")}
+    env = {
+        **os.environ,
+        "TRANSFORMER_DATA_DIR": os.path.relpath(shared_data, REPO),  # relative, as in the README
+        "OMP_NUM_THREADS": "1",
+    }
+    run_dir = tmp_path / "run"
+    command = [
+        sys.executable,
+        str(REPO / "scripts/quickstart.py"),
+        "--run-dir",
+        str(run_dir),
+        *TINY,
+        "train.validate_interval_steps=0",
+        f"data.test={tmp_path / 'mini'}",
+    ]
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    hyp = run_dir / "multi30k_en-de.mini.hyp.de"
+    assert len(hyp.read_text(encoding="utf-8").splitlines()) == 12
+    result = json.loads((run_dir / "multi30k_en-de.mini.json").read_text())
+    assert result["test_set"].endswith("mini (12 sentences)")
+    assert (run_dir / "multi30k_en-de.mini.scores.json").is_file()
+    assert {p: p.stat().st_mtime_ns for p in (REPO / "results").glob("multi30k_*")} == recorded
+    # A mistyped test set fails before any training, naming the file.
+    typo = [*command[:-1], f"data.test={tmp_path / 'nope'}", "--run-dir", str(tmp_path / "r2")]
+    done = subprocess.run(typo, cwd=REPO, env=env, capture_output=True, text=True)
+    assert done.returncode != 0 and "test file not found" in done.stderr
+    assert not (tmp_path / "r2").exists()

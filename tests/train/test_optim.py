@@ -1,0 +1,118 @@
+"""Adam and the learning-rate schedule of section 5.3."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from transformer.train.config import TrainConfig
+from transformer.train.optim import (
+    LRSchedule,
+    build_lr_schedule,
+    build_optimizer,
+    inverse_sqrt_rate,
+    noam_rate,
+)
+
+
+def test_paper_rate_at_first_update_and_at_the_peak():
+    assert noam_rate(1, 512, 4000) == pytest.approx(1.74693e-07, rel=1e-5)
+    assert noam_rate(4000, 512, 4000) == pytest.approx(6.98771e-04, rel=1e-5)
+
+
+@pytest.mark.parametrize("step", [1, 10, 3999, 4000, 4001, 10_000, 100_000])
+def test_paper_rate_closed_form(step):
+    expected = 512**-0.5 * min(step**-0.5, step * 4000**-1.5)
+    assert noam_rate(step, 512, 4000) == pytest.approx(expected, rel=1e-12)
+    assert noam_rate(step, 512, 4000, scale=2.0) == pytest.approx(2 * expected, rel=1e-12)
+
+
+def test_paper_rate_rises_then_decays():
+    rates = [noam_rate(s, 512, 4000) for s in (1000, 2000, 4000, 8000, 16000)]
+    assert rates[0] < rates[1] < rates[2] > rates[3] > rates[4]
+    assert rates[2] / rates[4] == pytest.approx(2.0)
+
+
+def test_inverse_sqrt_rate():
+    assert inverse_sqrt_rate(1, 5e-4, 4000) == pytest.approx(5e-4 / 4000)
+    assert inverse_sqrt_rate(2000, 5e-4, 4000) == pytest.approx(2.5e-4)
+    assert inverse_sqrt_rate(4000, 5e-4, 4000) == pytest.approx(5e-4)
+    assert inverse_sqrt_rate(16000, 5e-4, 4000) == pytest.approx(2.5e-4)
+
+
+def test_rate_rejects_step_zero():
+    with pytest.raises(ValueError, match="step"):
+        noam_rate(0, 512, 4000)
+
+
+def test_optimizer_is_adam_with_the_paper_settings():
+    optimizer = build_optimizer(torch.nn.Linear(3, 2), TrainConfig())
+    assert isinstance(optimizer, torch.optim.Adam)
+    group = optimizer.param_groups[0]
+    assert tuple(group["betas"]) == (0.9, 0.98)
+    assert group["eps"] == 1e-9
+    assert group["weight_decay"] == 0.0
+    assert group["fused"] is True  # CPU parameters: PyTorch's fused Adam
+
+
+def test_fused_adam_follows_the_reference_adam_for_several_steps():
+    torch.manual_seed(0)
+    ours, ref = torch.nn.Linear(6, 5), torch.nn.Linear(6, 5)
+    ref.load_state_dict(ours.state_dict())
+    initial = ours.weight.detach().clone()
+    train = TrainConfig(weight_decay=0.01)
+    optimizer = build_optimizer(ours, train)
+    reference = torch.optim.Adam(
+        ref.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.01, foreach=False
+    )
+    for step in range(1, 6):
+        x = torch.randn(4, 6)
+        for layer, opt in ((ours, optimizer), (ref, reference)):
+            opt.param_groups[0]["lr"] = noam_rate(step, 512, 4)
+            opt.zero_grad()
+            layer(x).pow(2).sum().backward()
+            opt.step()
+    for a, b in zip(ours.parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+    assert (ours.weight - initial).abs().min() > 0  # every weight moved
+
+
+def test_first_update_uses_the_rate_of_step_one():
+    """Adam's first step moves each weight by lr * g / (|g| + eps) ~ lr: the rate of step 1."""
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(4, 4)
+    train = TrainConfig(warmup_steps=4000)
+    optimizer = build_optimizer(layer, train)
+    schedule = build_lr_schedule(optimizer, train, d_model=512)
+    before = layer.weight.detach().clone()
+    layer(torch.randn(8, 4)).pow(2).sum().backward()
+    optimizer.step()
+    schedule.step()
+    moved = (layer.weight.detach() - before).abs()
+    assert torch.allclose(moved, torch.full_like(moved, noam_rate(1, 512, 4000)), rtol=1e-4)
+    assert optimizer.param_groups[0]["lr"] == noam_rate(2, 512, 4000)
+
+
+def test_schedule_counts_updates_and_round_trips():
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.0)
+    schedule = LRSchedule(optimizer, lambda step: 1.0 / step)
+    assert optimizer.param_groups[0]["lr"] == 1.0
+    for _ in range(3):
+        schedule.step()
+    assert schedule.lr == optimizer.param_groups[0]["lr"] == 0.25
+    other = LRSchedule(optimizer, lambda step: 1.0 / step)
+    other.load_state_dict(schedule.state_dict())
+    assert other.num_updates == 3 and other.lr == 0.25
+
+
+def test_inverse_sqrt_schedule_needs_peak_lr():
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.0)
+    with pytest.raises(ValueError, match="peak_lr"):
+        TrainConfig(lr_schedule="inverse_sqrt")
+    schedule = build_lr_schedule(
+        optimizer, TrainConfig(lr_schedule="inverse_sqrt", peak_lr=1e-3, warmup_steps=10), 512
+    )
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(1e-4)
+    assert math.isclose(schedule.rate(40), 5e-4)

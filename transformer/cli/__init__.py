@@ -1,0 +1,9 @@
+"""The console scripts, each a thin `main(argv=None)` over the library:
+
+- `train.py`: `transformer-train`; `average.py`: `transformer-average`;
+- `translate.py`: `transformer-translate`; `evaluate.py`: `transformer-evaluate`;
+- `attention.py`: `transformer-attention`;
+- `common.py`: what they share (decoding options, devices, files, exit codes).
+
+Nothing outside this folder imports from it.
+"""

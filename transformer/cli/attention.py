@@ -1,0 +1,133 @@
+"""Heatmaps of attention weights, and transformer-attention, the command that draws them.
+
+    transformer-attention --checkpoint checkpoints/multi30k/checkpoint_best.pt \\
+        --src "A man is riding a horse." --kind cross --layer 5 --output horse.png
+
+Translates the sentence (beam search; or force-decodes `--tgt`), collects the attention weights
+of every layer and head (`transformer.attention_maps`) and draws one layer as heatmaps with the
+subword tokens as axis labels, one panel per head or their average, like Figures 3 to 5 of the
+paper. `--json` writes the raw weights of all layers and heads for notebooks. Layers and heads
+are 0-based. Drawing needs matplotlib (`pip install 'transformer[viz]'`); `--json` alone does
+not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from transformer.evaluate.attention_maps import KINDS, attention_weights
+from transformer.evaluate.plot import VIZ_INSTALL_HINT, draw_attention
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line options (see the module docstring)."""
+    parser = argparse.ArgumentParser(
+        prog="transformer-attention",
+        description="Draw the attention weights a checkpoint uses on one sentence pair.",
+    )
+    parser.add_argument("--checkpoint", required=True, type=Path, help="checkpoint file (.pt)")
+    parser.add_argument("--src", required=True, help="source sentence")
+    parser.add_argument(
+        "--tgt", default=None, help="target sentence to force-decode (default: translate --src)"
+    )
+    parser.add_argument(
+        "--kind",
+        choices=KINDS,
+        default="cross",
+        help="self (encoder), cross (encoder-decoder) or decoder-self (default: cross)",
+    )
+    parser.add_argument(
+        "--layer", type=int, default=-1, help="0-based layer to draw (default: the last)"
+    )
+    parser.add_argument(
+        "--head",
+        type=int,
+        action="append",
+        default=None,
+        help="0-based head to draw; repeat for several (default: all heads)",
+    )
+    parser.add_argument(
+        "--average-heads", action="store_true", help="draw the mean over the heads in one panel"
+    )
+    parser.add_argument(
+        "--beam-size",
+        type=int,
+        default=None,
+        help="beam for translating (1 = greedy; default: the checkpoint's decode.beam_size)",
+    )
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
+    parser.add_argument("--output", type=Path, default=None, help="image to write, e.g. map.png")
+    parser.add_argument(
+        "--json", type=Path, default=None, help="write all layers' and heads' weights as JSON"
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run transformer-attention; returns the exit status (0 on success).
+
+    Raises:
+        SystemExit: for bad options (argparse), a missing matplotlib when `--output` is given,
+            or a layer/head out of range (the message names the value), with status 2; with
+            status 1 and a one-line `transformer-attention: error: ...` for a missing or
+            invalid checkpoint, an unknown --device, or an unusable --src / --tgt.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.output is None and args.json is None:
+        parser.error("give --output FILE.png, --json FILE, or both")
+    if args.beam_size is not None and args.beam_size < 1:
+        parser.error(f"--beam-size ({args.beam_size}) must be at least 1")
+    if args.output is not None:
+        try:
+            import matplotlib  # noqa: F401  (fail before loading the model)
+        except ImportError:
+            parser.exit(1, f"transformer-attention: error: {VIZ_INSTALL_HINT}\n")
+
+    from transformer.checkpoint import load_checkpoint
+    from transformer.device import resolve_device
+
+    try:
+        device = resolve_device(args.device, what="--device")
+        model, tokenizer, config = load_checkpoint(args.checkpoint, device=device)
+        problem = _layer_head_problem(model.config, args)
+        if problem:
+            parser.exit(2, f"transformer-attention: error: {problem}\n")
+        decode = config.decode
+        if args.beam_size is not None:
+            decode = dataclasses.replace(decode, beam_size=args.beam_size)
+        maps = attention_weights(model, tokenizer, args.src, args.tgt, args.kind, decode)
+    except (FileNotFoundError, ValueError) as error:
+        parser.exit(1, f"transformer-attention: error: {error}\n")
+    print(f"source: {maps.source}")
+    if maps.target is not None:
+        print(f"target: {maps.target}" + ("" if args.tgt is not None else "  (translated)"))
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        with args.json.open("w", encoding="utf-8") as stream:
+            json.dump(maps.to_dict(), stream, ensure_ascii=False)
+        print(f"wrote {args.json}")
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        draw_attention(maps, args.layer, args.head, args.average_heads, args.output)
+        print(f"wrote {args.output}")
+    return 0
+
+
+def _layer_head_problem(config, args: argparse.Namespace) -> str | None:
+    """A message naming an out-of-range --layer or --head, else None (checked before decoding)."""
+    n_layers = config.n_encoder_layers if args.kind == "self" else config.n_decoder_layers
+    if not -n_layers <= args.layer < n_layers:
+        return f"--layer {args.layer} is out of range: the {args.kind} stack has {n_layers} layers"
+    for head in args.head or []:
+        if not 0 <= head < config.n_heads:
+            return f"--head {head} is out of range: the model has {config.n_heads} heads (0-based)"
+    return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

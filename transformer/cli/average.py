@@ -1,0 +1,67 @@
+"""`transformer-average`: average the weights of several checkpoints (section 6.1 of the paper).
+
+Usage:
+    transformer-average --inputs A.pt B.pt C.pt --output averaged.pt
+    transformer-average --last 5 --dir checkpoints/wmt14_en-de_base --output averaged.pt
+
+What averaging does is `transformer.train.average.average_checkpoints`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from transformer.checkpoint import save_checkpoint
+from transformer.cli.common import check_output_path
+from transformer.train.average import average_checkpoints, last_checkpoints
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line interface."""
+    parser = argparse.ArgumentParser(
+        prog="transformer-average",
+        description="Average the weights of checkpoints (Vaswani et al., 2017, section 6.1).",
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--inputs", nargs="+", metavar="CKPT", help="checkpoints to average")
+    source.add_argument("--last", type=int, metavar="N", help="the N newest checkpoints of --dir")
+    parser.add_argument("--dir", metavar="RUN_DIR", help="run directory (with --last)")
+    parser.add_argument("--output", required=True, help="where to write the averaged checkpoint")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run `transformer-average`; returns the exit status (0 ok, 2 bad input)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.last is not None and args.dir is None:
+        parser.error("--last needs --dir RUN_DIR")
+    try:
+        output = Path(args.output)
+        if output.is_dir():
+            raise ValueError(f"--output {output} is a directory; give a file name such as avg.pt")
+        paths = args.inputs or last_checkpoints(args.dir, args.last)
+        check_output_path(output, list(paths), "--output")
+        if re.fullmatch(r"checkpoint_(last|\d+)\.pt", output.name):
+            raise ValueError(
+                f"--output {output}: {output.name} is a name training writes and resumes from; "
+                "give another name such as checkpoint_avg5.pt"
+            )
+        averaged = average_checkpoints(paths)
+        try:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            save_checkpoint(averaged, output)
+        except OSError as error:
+            raise ValueError(f"--output {output}: cannot write the checkpoint: {error}") from error
+    except (FileNotFoundError, ValueError) as error:
+        print(f"transformer-average: error: {error}", file=sys.stderr)
+        return 2
+    print(f"averaged {len(paths)} checkpoints -> {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

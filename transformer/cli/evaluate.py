@@ -1,0 +1,196 @@
+"""`transformer-evaluate`: translate a test set and score it (sacreBLEU and the paper's BLEU).
+
+    # local files (works offline; the shared data has newstest2014 and Multi30k)
+    transformer-evaluate --checkpoint ckpt.pt --src newstest2014.en --ref newstest2014.de
+    # a sacreBLEU test set, downloaded by sacreBLEU (needs network access the first time)
+    transformer-evaluate --checkpoint ckpt.pt --test-set wmt14/full --langpair en-de
+    # score an existing hypothesis file, no checkpoint needed
+    transformer-evaluate --hyp hyp.de --ref newstest2014.de
+
+Prints three labelled scores (see `transformer.bleu`): sacreBLEU BLEU and chrF with their
+signatures, and the tokenized BLEU with compound splitting that the paper's 27.3 / 28.4 measure.
+Writes the detokenized hypotheses and a JSON file with every score, the signatures and the
+decoding settings: by default next to the checkpoint as `<checkpoint>.<test>.hyp` and
+`<checkpoint>.<test>.json`; `--output-dir`, `--hyp-out` and `--json` choose other places.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from transformer.cli.common import (
+    add_decoding_arguments,
+    check_decoding_arguments,
+    check_output_path,
+    decoding_settings,
+    warn_capped_lines,
+)
+from transformer.data.corpus import read_lines
+from transformer.device import resolve_device
+from transformer.evaluate.bleu import corpus_scores, format_scores
+from transformer.evaluate.test_sets import fetch_test_set
+
+
+def check_line_counts(hyp_or_src: Path, lines: list[str], refs: dict[Path, list[str]]) -> None:
+    """Raise ValueError unless every reference file has as many lines as `hyp_or_src`, and
+    they are not empty (sacreBLEU cannot score an empty corpus)."""
+    for path, ref_lines in refs.items():
+        if len(ref_lines) != len(lines):
+            raise ValueError(
+                f"line count mismatch: {hyp_or_src} has {len(lines)} lines but {path} has "
+                f"{len(ref_lines)}; they must correspond line by line"
+            )
+    if not lines:
+        raise ValueError(f"nothing to score: {hyp_or_src} is empty")
+
+
+def _target_lang(args: argparse.Namespace, ref_paths: list[Path]) -> str:
+    """--target-lang, else the langpair's target, else the reference file's suffix ("x.de")."""
+    if args.target_lang:
+        return args.target_lang
+    if args.langpair:
+        return args.langpair.split("-")[-1]
+    suffix = ref_paths[0].suffix.lstrip(".")
+    return suffix if suffix.isalpha() and 2 <= len(suffix) <= 3 else ""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="transformer-evaluate",
+        description="Translate a test set with a checkpoint (or take --hyp) and report "
+        "sacreBLEU BLEU, chrF and the paper's tokenized compound-split BLEU.",
+    )
+    parser.add_argument("--checkpoint", help="checkpoint to translate with")
+    parser.add_argument("--src", help="source file, one sentence a line")
+    parser.add_argument("--ref", help="reference file, line-aligned with --src / --hyp")
+    parser.add_argument("--test-set", help="a sacreBLEU test set instead of --src/--ref")
+    parser.add_argument("--langpair", help="language pair of --test-set, e.g. en-de")
+    parser.add_argument("--hyp", help="score this hypothesis file instead of translating")
+    parser.add_argument("--target-lang", help="target language code for sacreBLEU")
+    parser.add_argument("--output-dir", help="where to write hypotheses and JSON")
+    parser.add_argument("--hyp-out", help="hypothesis file to write (overrides --output-dir)")
+    parser.add_argument("--json", help="JSON file to write (overrides --output-dir)")
+    add_decoding_arguments(parser)
+    return parser
+
+
+def _check_arguments(args: argparse.Namespace) -> None:
+    """Raise ValueError for a combination of options that does not name one job."""
+    if args.hyp and (args.checkpoint or args.src):
+        raise ValueError("--hyp scores an existing file; do not combine it with --checkpoint/--src")
+    if not args.hyp and not args.checkpoint:
+        raise ValueError("give --checkpoint (to translate) or --hyp (to score an existing file)")
+    if args.test_set and (args.src or args.ref):
+        raise ValueError("--test-set replaces --src/--ref; give one or the other")
+    if args.test_set and not args.langpair:
+        raise ValueError("--test-set needs --langpair, e.g. --langpair en-de")
+    if not args.test_set and not args.ref:
+        raise ValueError("give --ref FILE (or --test-set NAME --langpair xx-yy)")
+    if not args.test_set and not args.hyp and not args.src:
+        raise ValueError("give --src FILE with --checkpoint (or --test-set NAME --langpair xx-yy)")
+
+
+def _output_paths(args: argparse.Namespace, test_name: str) -> tuple[Path | None, Path | None]:
+    """Where the hypotheses and the JSON go (None: not written)."""
+    if args.hyp:
+        directory = Path(args.output_dir) if args.output_dir else None
+        stem = f"{Path(args.hyp).name}"
+    else:
+        checkpoint = Path(args.checkpoint)
+        directory = Path(args.output_dir) if args.output_dir else checkpoint.parent
+        stem = f"{checkpoint.stem}.{test_name}"
+    hyp_out = Path(args.hyp_out) if args.hyp_out else None
+    json_out = Path(args.json) if args.json else None
+    if directory is not None:
+        if hyp_out is None and not args.hyp:
+            hyp_out = directory / f"{stem}.hyp"
+        json_out = json_out or directory / f"{stem}.json"
+    return hyp_out, json_out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of `transformer-evaluate` (see the module docstring).
+
+    Returns:
+        0 on success; 1 after printing a one-line error (missing or mismatched files, a bad
+        checkpoint, an unreachable sacreBLEU test set). argparse exits with 2 on bad syntax.
+    """
+    args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"transformer-evaluate: error: {error}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Translate (unless --hyp), score, print and write, as `args` asks."""
+    _check_arguments(args)
+    check_decoding_arguments(args)
+    if args.test_set:
+        src_path, ref_paths = fetch_test_set(args.test_set, args.langpair)
+        test_name = f"{args.test_set.replace('/', '_')}.{args.langpair}"
+    else:
+        src_path = Path(args.src) if args.src else None
+        ref_paths = [Path(args.ref)]
+        test_name = src_path.stem if src_path else Path(args.ref).stem
+    hyp_out, json_out = _output_paths(args, test_name)
+    inputs = [args.hyp, args.checkpoint, src_path, *ref_paths]
+    outputs = [(hyp_out, "--hyp-out"), (json_out, "--json")]
+    for path, flag in outputs:
+        if path is not None:
+            check_output_path(path, inputs, flag)
+    if hyp_out is not None and json_out is not None and hyp_out == json_out:
+        raise ValueError(f"--hyp-out and --json name the same file ({hyp_out})")
+    refs = {path: read_lines(path) for path in ref_paths}
+    target_lang = _target_lang(args, ref_paths)
+    report: dict = {"target_lang": target_lang, "ref": [str(p) for p in ref_paths]}
+    if args.test_set:
+        report.update(test_set=args.test_set, langpair=args.langpair)
+
+    if args.hyp:
+        hyps = read_lines(args.hyp)
+        check_line_counts(Path(args.hyp), hyps, refs)
+        report["hyp"] = str(args.hyp)
+    else:
+        from transformer.decode.translator import Translator
+
+        src_lines = read_lines(src_path)
+        check_line_counts(src_path, src_lines, refs)
+        device = resolve_device(args.device, what="--device")
+        translator = Translator.from_checkpoint(args.checkpoint, device=device)
+        settings = decoding_settings(args, getattr(translator.config, "decode", None))
+        warn_capped_lines("transformer-evaluate", translator, src_lines, settings)
+        start = time.perf_counter()
+        hyps = translator.translate(src_lines, progress=True, **settings)
+        seconds = time.perf_counter() - start
+        hyps = [" ".join(h.splitlines()) for h in hyps]
+        report.update(
+            checkpoint=str(args.checkpoint),
+            src=str(src_path),
+            decoding=dict(settings, device=str(device)),
+            translation_seconds=round(seconds, 3),
+            sentences_per_second=round(len(hyps) / seconds, 3) if seconds > 0 else None,
+        )
+
+    scores = corpus_scores(hyps, list(refs.values()), target_lang=target_lang)
+    report["scores"] = scores
+    print(format_scores(scores))
+    if hyp_out is not None:
+        hyp_out.parent.mkdir(parents=True, exist_ok=True)
+        hyp_out.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+        report["hyp"] = str(hyp_out)
+        print(f"hypotheses written to {hyp_out}", file=sys.stderr)
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        print(f"scores written to {json_out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

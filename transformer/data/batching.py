@@ -1,0 +1,210 @@
+"""Token-based batching grouped by length (section 5.1 of the paper), sharded and resumable.
+
+"Sentence pairs were batched together by approximate sequence length. Each training batch
+contained a set of sentence pairs containing approximately 25000 source tokens and 25000
+target tokens." Here a batch holds at most `max_tokens` tokens on EACH side, padding included:
+B * S <= max_tokens and B * T <= max_tokens, where S is the longest source and T the longest
+target + 1 (the bos of `tgt_in` / eos of `tgt_out`).
+
+Each epoch: the pairs are shuffled with a generator seeded by (seed, epoch), stably sorted by
+length (so equal-length pairs mix differently every epoch while the batch boundaries stay the
+same), cut greedily into batches, and the batch order is shuffled with the same generator.
+Sharding: the epoch's batch list is trimmed to a multiple of `world_size` and rank r takes
+batches r, r + w, r + 2w, ...; so one process with update_freq 2 over batches (0, 1) sees what
+two ranks see (rank 0: batch 0, rank 1: batch 1), and every rank has the same count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from transformer.data.dataset import ParallelDataset
+
+
+@dataclass
+class Batch:
+    """One padded batch.
+
+    Attributes:
+        src: (B, S) long source ids (no bos/eos), padded with pad_id.
+        tgt_in: (B, T) long, bos + target: the decoder input (teacher forcing).
+        tgt_out: (B, T) long, target + eos: what the decoder must predict.
+        n_src_tokens: Non-pad tokens in `src`.
+        n_tgt_tokens: Non-pad tokens in `tgt_out` (target tokens + one eos per pair).
+        indices: (B,) positions of the pairs in the dataset.
+    """
+
+    src: torch.Tensor
+    tgt_in: torch.Tensor
+    tgt_out: torch.Tensor
+    n_src_tokens: int
+    n_tgt_tokens: int
+    indices: np.ndarray
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
+        """The same batch with its tensors on `device`."""
+        return Batch(
+            self.src.to(device, non_blocking=non_blocking),
+            self.tgt_in.to(device, non_blocking=non_blocking),
+            self.tgt_out.to(device, non_blocking=non_blocking),
+            self.n_src_tokens,
+            self.n_tgt_tokens,
+            self.indices,
+        )
+
+
+class BatchIterator:
+    """Deterministic, shardable, resumable token-based batches over a `ParallelDataset`.
+
+    Args:
+        dataset: Encoded pairs.
+        max_tokens: Upper bound on B * S and on B * T of every batch (padding included).
+        pad_id, bos_id, eos_id: Special ids (the tokenizer's).
+        seed: With the epoch number, fixes the shuffle.
+        rank, world_size: This process's shard (see module doc).
+        shuffle: False keeps length order and no shuffling (validation).
+
+    Raises:
+        ValueError: for a bad rank/world_size, a pair that cannot fit in `max_tokens`
+            (naming its length; lower data.max_len or raise max_tokens), or fewer batches
+            than ranks.
+
+    Example:
+        >>> it = BatchIterator(prepared.train, max_tokens=4096, seed=1)
+        >>> for batch in it.epoch(1):
+        ...     logits = model(batch.src, batch.tgt_in)  # (B, T, V), loss against batch.tgt_out
+        >>> state = it.state_dict()  # {"epoch": 2, "index": 0}
+    """
+
+    def __init__(
+        self,
+        dataset: ParallelDataset,
+        max_tokens: int,
+        pad_id: int = 0,
+        bos_id: int = 2,
+        eos_id: int = 3,
+        seed: int = 1,
+        rank: int = 0,
+        world_size: int = 1,
+        shuffle: bool = True,
+    ) -> None:
+        if world_size < 1 or not 0 <= rank < world_size:
+            raise ValueError(f"rank ({rank}) must be in [0, world_size={world_size})")
+        if len(dataset) == 0:
+            raise ValueError("cannot batch an empty dataset")
+        self.dataset = dataset
+        self.max_tokens = max_tokens
+        self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
+        self.seed, self.rank, self.world_size, self.shuffle = seed, rank, world_size, shuffle
+        self._src_len = dataset.src_lengths
+        self._tgt_len = dataset.tgt_lengths + 1  # + bos (tgt_in) or + eos (tgt_out)
+        longest = int(max(self._src_len.max(), self._tgt_len.max()))
+        if longest > max_tokens:
+            raise ValueError(
+                f"a pair has a side of {longest} tokens (target + eos), more than max_tokens "
+                f"({max_tokens}); raise max_tokens or lower data.max_len"
+            )
+        self._epoch, self._index = 1, 0
+        self._cached_epoch: int | None = None
+        self._cached_batches: list[np.ndarray] = []
+        if len(self._batches(1)) == 0:
+            raise ValueError(
+                f"{len(dataset)} pairs give fewer batches than world_size ({world_size}); "
+                "lower max_tokens or use fewer ranks"
+            )
+
+    def _batches(self, epoch: int) -> list[np.ndarray]:
+        """This rank's batches of `epoch`, each an array of dataset indices."""
+        if self._cached_epoch == epoch:
+            return self._cached_batches
+        rng = np.random.default_rng([self.seed, epoch])
+        order = rng.permutation(len(self.dataset)) if self.shuffle else np.arange(len(self.dataset))
+        src_len, tgt_len = self._src_len[order], self._tgt_len[order]
+        # Group by length: primary key the longer side, then source, then target (stable).
+        by_length = np.lexsort((tgt_len, src_len, np.maximum(src_len, tgt_len)))
+        order, src_len, tgt_len = order[by_length], src_len[by_length], tgt_len[by_length]
+        batches = _cut(order, src_len.tolist(), tgt_len.tolist(), self.max_tokens)
+        if self.shuffle:
+            batches = [batches[i] for i in rng.permutation(len(batches))]
+        usable = len(batches) // self.world_size * self.world_size
+        self._cached_epoch = epoch
+        self._cached_batches = batches[self.rank : usable : self.world_size]
+        return self._cached_batches
+
+    def __len__(self) -> int:
+        """Batches per epoch for this rank (the same every epoch and on every rank)."""
+        return len(self._batches(self._epoch))
+
+    def collate(self, indices: np.ndarray) -> Batch:
+        """Pad the pairs at `indices` into a `Batch`."""
+        src_len, tgt_len = self._src_len[indices], self._tgt_len[indices]
+        src = np.full((len(indices), int(src_len.max())), self.pad_id, dtype=np.int64)
+        tgt_in = np.full((len(indices), int(tgt_len.max())), self.pad_id, dtype=np.int64)
+        tgt_out = tgt_in.copy()
+        for row, index in enumerate(indices):
+            source, target = self.dataset[int(index)]
+            src[row, : len(source)] = source
+            tgt_in[row, 0] = self.bos_id
+            tgt_in[row, 1 : len(target) + 1] = target
+            tgt_out[row, : len(target)] = target
+            tgt_out[row, len(target)] = self.eos_id
+        return Batch(
+            torch.from_numpy(src),
+            torch.from_numpy(tgt_in),
+            torch.from_numpy(tgt_out),
+            int(src_len.sum()),
+            int(tgt_len.sum()),
+            indices,
+        )
+
+    def epoch(self, epoch: int) -> Iterator[Batch]:
+        """Yield this rank's batches of `epoch`, starting at the saved index when the saved
+        position is in this epoch (after `load_state_dict`), else at the first batch."""
+        batches = self._batches(epoch)
+        start = self._index if epoch == self._epoch else 0
+        for index in range(start, len(batches)):
+            self._epoch, self._index = epoch, index + 1
+            yield self.collate(batches[index])
+        self._epoch, self._index = epoch + 1, 0
+
+    def __iter__(self) -> Iterator[Batch]:
+        """Endless batches, epoch after epoch, from the current position."""
+        while True:
+            yield from self.epoch(self._epoch)
+
+    def state_dict(self) -> dict:
+        """Position of the next batch: {"epoch": int, "index": int}."""
+        if self._index >= len(self._batches(self._epoch)):
+            return {"epoch": self._epoch + 1, "index": 0}
+        return {"epoch": self._epoch, "index": self._index}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue at the position saved by `state_dict`.
+
+        Raises:
+            ValueError: when the index is outside the epoch (a different dataset, max_tokens
+                or world_size than when it was saved).
+        """
+        epoch, index = int(state["epoch"]), int(state["index"])
+        if not 0 <= index <= len(self._batches(epoch)):
+            raise ValueError(
+                f"data position {state} is outside epoch {epoch}, which has "
+                f"{len(self._batches(epoch))} batches on this rank"
+            )
+        self._epoch, self._index = epoch, index
+
+
+def _cut(order: np.ndarray, src_len: list[int], tgt_len: list[int], max_tokens: int):
+    """Greedily cut length-sorted pairs into batches with B * max_len <= max_tokens per side."""
+    batches, start, longest_src, longest_tgt = [], 0, 0, 0
+    for i, (s, t) in enumerate(zip(src_len, tgt_len, strict=True)):
+        longest_src, longest_tgt = max(longest_src, s), max(longest_tgt, t)
+        if (i - start + 1) * max(longest_src, longest_tgt) > max_tokens:
+            batches.append(order[start:i])
+            start, longest_src, longest_tgt = i, s, t
+    batches.append(order[start:])
+    return batches

@@ -1,0 +1,68 @@
+"""The `data:` section of a config: where parallel text comes from and how it is tokenized."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# The smallest SentencePiece vocabulary: pad, unk, bos, eos and at least one character.
+MIN_SPM_VOCAB = 5
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """The `data:` section: where parallel text comes from and how it becomes batches.
+
+    `train`, `valid` and `test` are either a local path prefix (`multi30k/train` reads
+    `multi30k/train.en` and `multi30k/train.de`; relative paths are resolved against
+    $TRANSFORMER_DATA_DIR when set, else the current directory) or a Hugging Face `datasets`
+    spec `hf:NAME:CONFIG:SPLIT` (e.g. `hf:wmt14:de-en:train`; CONFIG may be empty). Swap
+    `source_lang` and `target_lang` for the other direction. `valid`/`test` may be null.
+
+    Args:
+        vocab_size: SentencePiece pieces (special tokens included); per side when
+            `shared_vocab` is false. The paper uses about 37000 shared BPE tokens for EN-DE.
+        spm_model_type: "bpe" (the paper) or "unigram".
+        spm_input_sentence_size: SentencePiece trains on at most this many sentences,
+            sampled at random from both sides (for large corpora).
+        spm_character_coverage: Fraction of characters the alphabet covers; rarer ones map
+            to unk.
+        shared_vocab: One joint model for both sides (section 5.1) or one per side.
+        max_len: Pairs with a side longer than this many subword tokens (without bos/eos)
+            are dropped from training and validation data.
+        max_len_ratio: Also drop pairs where max(len) / min(len) exceeds this; null = off.
+        cache_dir: Where encoded corpora are cached; null = `<output_dir>/cache`.
+    """
+
+    source_lang: str = "en"
+    target_lang: str = "de"
+    train: str = "multi30k/train"
+    valid: str | None = "multi30k/val"
+    test: str | None = "multi30k/test_2016_flickr"
+    vocab_size: int = 37000
+    spm_model_type: str = "bpe"
+    spm_input_sentence_size: int = 10_000_000
+    spm_character_coverage: float = 0.9999
+    shared_vocab: bool = True
+    max_len: int = 256
+    max_len_ratio: float | None = None
+    cache_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.source_lang == self.target_lang:
+            raise ValueError(f"source_lang and target_lang are both {self.source_lang!r}")
+        if self.spm_model_type not in ("bpe", "unigram"):
+            raise ValueError(f"spm_model_type ({self.spm_model_type!r}) must be 'bpe' or 'unigram'")
+        if self.vocab_size < MIN_SPM_VOCAB:
+            raise ValueError(
+                f"data.vocab_size ({self.vocab_size}) must be at least {MIN_SPM_VOCAB}: the 4 "
+                "special tokens (pad, unk, bos, eos) plus the characters of the text"
+            )
+        for name in ("spm_input_sentence_size", "max_len"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} ({getattr(self, name)}) must be at least 1")
+        if not 0.0 < self.spm_character_coverage <= 1.0:
+            raise ValueError(
+                f"spm_character_coverage ({self.spm_character_coverage}) must be in (0, 1]"
+            )
+        if self.max_len_ratio is not None and self.max_len_ratio < 1.0:
+            raise ValueError(f"max_len_ratio ({self.max_len_ratio}) must be at least 1 or null")

@@ -1,0 +1,233 @@
+"""What greedy and beam search share: hypotheses, the length penalty, and step-wise decoding.
+
+Both searches call `model.encode` once and then one incremental `model.decode` step per output
+token (the self-attention key/value cache of `transformer.model.cache`); sentences that are finished
+leave the live batch through `DecoderCache.reorder`, so the batch shrinks as it is decoded.
+
+Conventions shared by greedy and beam search (section 6.1 of the paper):
+
+- The decoder starts from `bos`; the output never contains `pad` or `bos` (their log-probabilities
+  are set to -inf after the softmax over the full vocabulary, without renormalising, so a
+  hypothesis' log-probability is exactly what a teacher-forced forward assigns to it).
+- Maximum output length per sentence = floor(max_len_a * source length + max_len_b), at least 1
+  and at most `model.config.max_positions` (the decoder input of the last step then fills the
+  precomputed positional table). The source length counts the non-padding source tokens.
+  A hypothesis that reaches the maximum without emitting `eos` is returned with
+  `finished=False`; `eos` is never forced.
+- |Y|, the length used by the length penalty, is the number of scored output tokens: the
+  tokens plus the final `eos` when the hypothesis has one, never `bos`. It is the number of terms
+  in log P(Y | X), and equals `Hypothesis.length`.
+- score(Y) = log P(Y | X) / lp(|Y|), with lp(|Y|) = ((5 + |Y|) / 6) ** alpha (GNMT, Wu et al.,
+  2016, equation 14; the paper's alpha = 0.6) or, with style "power", |Y| ** alpha (fairseq,
+  Hugging Face).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+LENGTH_PENALTY_STYLES = ("gnmt", "power")
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """One decoded output sentence.
+
+    Attributes:
+        tokens: Output token ids, without `bos` and without the final `eos`.
+        score: `log_prob / length_penalty(length)`, the quantity the search maximises.
+        log_prob: log P(Y | X), summed over the output tokens and the final `eos` if any.
+        length: |Y| = len(tokens) + 1 if `finished` else len(tokens).
+        finished: True when the hypothesis ended with `eos`; False when it was cut at the
+            maximum output length.
+    """
+
+    tokens: list[int]
+    score: float
+    log_prob: float
+    length: int
+    finished: bool
+
+
+def length_penalty(length: int, alpha: float, style: str = "gnmt") -> float:
+    """The length normaliser lp(|Y|) that divides a hypothesis' log-probability.
+
+    Args:
+        length: |Y|, output tokens including the final eos (see the module docstring).
+        alpha: Strength; 0 disables the penalty (lp = 1), the paper uses 0.6.
+        style: "gnmt": ((5 + |Y|) / 6) ** alpha (Wu et al., 2016, eq. 14);
+            "power": |Y| ** alpha (fairseq, Hugging Face).
+
+    Returns:
+        lp(|Y|) > 0.
+
+    Raises:
+        ValueError: for an unknown style or a length below 1.
+
+    Source: GNMT, Wu et al. (2016), section 7; cited by Vaswani et al. (2017), section 6.1.
+    """
+    if style not in LENGTH_PENALTY_STYLES:
+        raise ValueError(
+            f"length_penalty_style ({style!r}) must be one of {', '.join(LENGTH_PENALTY_STYLES)}"
+        )
+    if length < 1:
+        raise ValueError(f"length ({length}) must be at least 1")
+    if style == "gnmt":
+        return ((5.0 + length) / 6.0) ** alpha
+    return float(length) ** alpha
+
+
+def max_output_lengths(
+    src_lengths: torch.Tensor, max_len_a: float, max_len_b: int, max_positions: int
+) -> list[int]:
+    """Per-sentence maximum output length: floor(a * source length + b), within [1, positions].
+
+    Args:
+        src_lengths: Number of non-padding source tokens of each sentence.
+        max_len_a: Multiplier a of the source length (the paper: 1).
+        max_len_b: Offset b (the paper: 50).
+        max_positions: Positions the model supports (`ModelConfig.max_positions`).
+
+    Returns:
+        One maximum per sentence (output tokens, the final eos included).
+
+    Shape:
+        src_lengths: (B,).
+    """
+    lengths = (src_lengths.double() * max_len_a + max_len_b).floor().long()
+    return lengths.clamp(1, max_positions).tolist()
+
+
+class StepDecoder:
+    """Feeds one new token per row to `model.decode` and returns next-token log-probabilities.
+
+    With `use_cache` (the default for every search) it uses the incremental cache; without, it
+    recomputes the decoder over the whole prefix at every step, a slow reference used by tests to
+    check the cache. Either way the caller only sees `log_probs` and `reorder`.
+
+    Args:
+        model: A `Transformer` (in eval mode for deterministic output).
+        memory: Encoder output.
+        memory_key_padding_mask: True at source padding.
+        use_cache: Decode incrementally with a key/value cache.
+
+    Shape:
+        memory: (R, S, D). memory_key_padding_mask: (R, S). R rows (sentences or beams).
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        memory: torch.Tensor,
+        memory_key_padding_mask: torch.Tensor,
+        use_cache: bool = True,
+    ) -> None:
+        self.model = model
+        self.memory = memory
+        self.memory_key_padding_mask = memory_key_padding_mask
+        self.cache = model.init_cache(memory) if use_cache else None
+        self.prefix: torch.Tensor | None = None  # (R, t) tokens fed so far, only without cache
+        config = model.config
+        self.banned = torch.tensor([config.pad_id, config.bos_id], device=memory.device)
+
+    def log_probs(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Append one token per row and return log P(next token | prefix, source).
+
+        Args:
+            tokens: The newest token of every row (bos at the first step).
+
+        Returns:
+            Float32 log-probabilities over the target vocabulary, -inf at pad and bos.
+
+        Shape:
+            tokens: (R,). output: (R, V).
+        """
+        new = tokens.unsqueeze(1)  # (R,) -> (R, 1)
+        if self.cache is not None:
+            logits = self.model.decode(
+                new, self.memory, self.memory_key_padding_mask, cache=self.cache
+            )
+        else:
+            self.prefix = new if self.prefix is None else torch.cat((self.prefix, new), dim=1)
+            logits = self.model.decode(self.prefix, self.memory, self.memory_key_padding_mask)
+        log_probs = torch.log_softmax(logits[:, -1].float(), dim=-1)  # (R, t, V) -> (R, V)
+        log_probs.index_fill_(1, self.banned, float("-inf"))
+        return log_probs
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """Keep, reorder or repeat rows (beam reordering, dropping finished sentences).
+
+        Shape:
+            index: (R',) long; every row-indexed tensor goes from (R, ...) to (R', ...).
+        """
+        self.memory = self.memory.index_select(0, index)  # (R, S, D) -> (R', S, D)
+        self.memory_key_padding_mask = self.memory_key_padding_mask.index_select(0, index)
+        if self.cache is not None:
+            self.cache.reorder(index)
+        if self.prefix is not None:
+            self.prefix = self.prefix.index_select(0, index)  # (R, t) -> (R', t)
+
+
+def start_decoding(
+    model: torch.nn.Module,
+    src: torch.Tensor,
+    src_key_padding_mask: torch.Tensor | None,
+    max_len_a: float,
+    max_len_b: int,
+    use_cache: bool,
+) -> tuple[StepDecoder, list[int]]:
+    """Encode the source once and prepare step-wise decoding (shared by both searches).
+
+    Args:
+        model: A `Transformer`.
+        src: Source ids, padded with `pad_id`.
+        src_key_padding_mask: True at padding; derived from `pad_id` when None.
+        max_len_a, max_len_b: Maximum output length = a * source length + b.
+        use_cache: See `StepDecoder`.
+
+    Returns:
+        The step decoder over B rows and each sentence's maximum output length.
+
+    Shape:
+        src: (B, S). src_key_padding_mask: (B, S) bool, True at padding.
+    """
+    if src_key_padding_mask is None:
+        src_key_padding_mask = src.eq(model.config.pad_id)
+    memory = model.encode(src, src_key_padding_mask)  # (B, S) -> (B, S, D)
+    src_lengths = (~src_key_padding_mask).sum(dim=1)  # (B, S) -> (B,)
+    max_lens = max_output_lengths(src_lengths, max_len_a, max_len_b, model.config.max_positions)
+    return StepDecoder(model, memory, src_key_padding_mask, use_cache), max_lens
+
+
+def make_hypothesis(
+    tokens: list[int], log_prob: float, finished: bool, length_penalty_value: Callable[[int], float]
+) -> Hypothesis:
+    """Build a `Hypothesis`, computing |Y| and the length-normalised score.
+
+    Args:
+        tokens: Output ids without bos and eos.
+        log_prob: log P(Y | X), eos included when `finished`.
+        finished: Whether the hypothesis ended with eos.
+        length_penalty_value: A function length -> lp(length).
+    """
+    length = len(tokens) + 1 if finished else len(tokens)
+    return Hypothesis(
+        tokens=tokens,
+        score=log_prob / length_penalty_value(length),
+        log_prob=log_prob,
+        length=length,
+        finished=finished,
+    )
+
+
+def length_penalty_function(alpha: float, style: str) -> Callable[[int], float]:
+    """Validate `style` and return the function |Y| -> lp(|Y|) (see `length_penalty`).
+
+    Raises:
+        ValueError: for an unknown style.
+    """
+    length_penalty(1, alpha, style)  # raises ValueError for an unknown style
+    return lambda length: length_penalty(length, alpha, style)

@@ -1,0 +1,268 @@
+"""Translate text with a trained model: the one-call Python API.
+
+    from transformer import Translator
+    translator = Translator.from_checkpoint("checkpoints/run/checkpoint_best.pt")
+    translator.translate(["A man is eating."], beam_size=4)          # -> ["Ein Mann isst."]
+    translator.translate_nbest(["A man is eating."], beam_size=4, nbest=2)
+    # -> [[("Ein Mann isst.", -0.41), ("Ein Mann isst etwas.", -0.63)]]
+
+Sentences are encoded, sorted by length and cut into batches of at most `max_tokens` source
+tokens (padding included), decoded with `transformer.beam_search` or `transformer.decoding`, and
+returned in input order. An empty or whitespace-only sentence gives an empty translation without
+going through the model, so it never changes its neighbours' batches or results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from transformer.cpu.onednn import onednn_linear_layers, prepacked_weights, use_onednn
+from transformer.decode.beam_search import beam_search
+from transformer.decode.config import DecodeConfig
+from transformer.decode.greedy import greedy_search
+from transformer.decode.search import Hypothesis
+
+
+@contextmanager
+def _eval_mode(model: torch.nn.Module) -> Iterator[None]:
+    """Switch `model` to eval mode (no dropout) and restore its previous mode afterwards."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
+def length_sorted_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
+    """Group sentence indices into batches of at most `max_tokens` padded source tokens.
+
+    Sentences are sorted by length, longest first (ties keep input order), and a batch of b
+    sentences whose longest has L tokens costs b * L. A sentence longer than `max_tokens` gets
+    a batch of its own.
+
+    Args:
+        lengths: Token count of each sentence.
+        max_tokens: Budget per batch.
+
+    Returns:
+        Lists of indices into `lengths`; every index appears exactly once.
+
+    Raises:
+        ValueError: when max_tokens < 1.
+    """
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens ({max_tokens}) must be at least 1")
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    for index in order:
+        # sorted longest first, so the first sentence of a batch is its longest
+        if batches and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= max_tokens:
+            batches[-1].append(index)
+        else:
+            batches.append([index])
+    return batches
+
+
+def _check_settings(beam_size, length_penalty, length_penalty_style, max_len_a, max_len_b):
+    """Reject decoding settings out of range, as the `decode:` section would (ValueError)."""
+    try:
+        DecodeConfig(
+            beam_size=beam_size,
+            length_penalty=length_penalty,
+            length_penalty_style=length_penalty_style,
+            max_len_a=max_len_a,
+            max_len_b=max_len_b,
+        )
+    except TypeError as error:  # e.g. None compared with a number
+        raise ValueError(f"invalid decoding setting: {error}") from None
+
+
+class Translator:
+    """A model plus its tokenizer, translating lists of raw sentences.
+
+    Args:
+        model: A `Transformer` (moved to `device`; put in eval mode while translating and
+            returned to its previous mode afterwards).
+        tokenizer: The `Tokenizer` the model was trained with.
+        device: Where to run ("cpu", "cuda", "cuda:1", a torch.device).
+        config: The full `Config` of the run, when known (`from_checkpoint` sets it).
+        linear_kernel: How float32 CPU products are computed while translating: "auto"
+            (oneDNN on x86-64 CPUs, `transformer.cpu.onednn`), "onednn" or "torch". The model's
+            layers are swapped for the call only; the model is returned as it was given.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer,
+        device: str | torch.device = "cpu",
+        config=None,
+        linear_kernel: str = "auto",
+    ) -> None:
+        self.device = torch.device(device)
+        self.onednn = use_onednn(linear_kernel, self.device)
+        self.model = model.to(self.device)
+        self.tokenizer = tokenizer
+        self.config = config
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path, device: str | torch.device = "cpu") -> Translator:
+        """Load a checkpoint written by training or averaging (see `load_checkpoint`).
+
+        Raises:
+            FileNotFoundError, ValueError: a missing file, a file that is not a checkpoint, or
+                an incompatible format version, naming the path.
+        """
+        from transformer.checkpoint import load_checkpoint
+
+        model, tokenizer, config = load_checkpoint(path, device=device)
+        return cls(model, tokenizer, device=device, config=config)
+
+    def translate(
+        self,
+        sentences: Sequence[str],
+        beam_size: int = 4,
+        greedy: bool = False,
+        length_penalty: float = 0.6,
+        length_penalty_style: str = "gnmt",
+        max_len_a: float = 1.0,
+        max_len_b: int = 50,
+        max_tokens: int = 4096,
+        progress: bool = False,
+    ) -> list[str]:
+        """Translate sentences; one output per input, in order.
+
+        Args:
+            sentences: Raw source sentences.
+            beam_size: Beams per sentence (the paper: 4); 1 runs beam search with one beam.
+            greedy: Use greedy decoding instead of beam search (ignores `beam_size`).
+            length_penalty: alpha of the GNMT length penalty (the paper: 0.6).
+            length_penalty_style: "gnmt" or "power" (see `transformer.decoding.length_penalty`).
+            max_len_a, max_len_b: Maximum output length = a * source tokens + b.
+            max_tokens: Source tokens per batch, padding included.
+            progress: Show a tqdm progress bar (sentences) on stderr.
+
+        Returns:
+            Detokenized translations; "" for an empty or whitespace-only input.
+
+        Raises:
+            ValueError: for a setting out of range (as `DecodeConfig`) or a non-string input.
+        """
+        _check_settings(beam_size, length_penalty, length_penalty_style, max_len_a, max_len_b)
+        settings = dict(
+            length_penalty=length_penalty,
+            length_penalty_style=length_penalty_style,
+            max_len_a=max_len_a,
+            max_len_b=max_len_b,
+        )
+
+        def search(src: torch.Tensor) -> list[list[Hypothesis]]:
+            if greedy:
+                return [[h] for h in greedy_search(self.model, src, **settings)]
+            return beam_search(self.model, src, beam_size=beam_size, **settings)
+
+        results = self._search(sentences, search, max_tokens, progress)
+        return [self._detokenize(hyps[0]) if hyps else "" for hyps in results]
+
+    def translate_nbest(
+        self,
+        sentences: Sequence[str],
+        beam_size: int = 4,
+        nbest: int = 4,
+        length_penalty: float = 0.6,
+        length_penalty_style: str = "gnmt",
+        max_len_a: float = 1.0,
+        max_len_b: int = 50,
+        max_tokens: int = 4096,
+        progress: bool = False,
+    ) -> list[list[tuple[str, float]]]:
+        """The `nbest` best beam-search translations of each sentence, with their scores.
+
+        Args:
+            sentences: Raw source sentences.
+            beam_size: Beams per sentence; must be at least `nbest`.
+            nbest: Translations returned per sentence.
+            length_penalty, length_penalty_style, max_len_a, max_len_b, max_tokens, progress:
+                As in `translate`.
+
+        Returns:
+            For each sentence, (translation, score) pairs best first; the score is
+            log P(Y | X) / lp(|Y|) (`transformer.decoding.Hypothesis.score`). An empty input
+            gives [("", 0.0)].
+
+        Raises:
+            ValueError: when nbest > beam_size, for a setting out of range (as
+                `DecodeConfig`) or a non-string input.
+        """
+        _check_settings(beam_size, length_penalty, length_penalty_style, max_len_a, max_len_b)
+
+        def search(src: torch.Tensor) -> list[list[Hypothesis]]:
+            return beam_search(
+                self.model,
+                src,
+                beam_size=beam_size,
+                nbest=nbest,
+                length_penalty=length_penalty,
+                length_penalty_style=length_penalty_style,
+                max_len_a=max_len_a,
+                max_len_b=max_len_b,
+            )
+
+        if not 1 <= nbest <= beam_size:
+            raise ValueError(f"nbest ({nbest}) must be between 1 and beam_size ({beam_size})")
+        results = self._search(sentences, search, max_tokens, progress)
+        return [
+            [(self._detokenize(h), h.score) for h in hyps] if hyps else [("", 0.0)]
+            for hyps in results
+        ]
+
+    def _detokenize(self, hypothesis: Hypothesis) -> str:
+        return self.tokenizer.decode(hypothesis.tokens)
+
+    def _search(
+        self,
+        sentences: Sequence[str],
+        search: Callable[[torch.Tensor], list[list[Hypothesis]]],
+        max_tokens: int,
+        progress: bool,
+    ) -> list[list[Hypothesis] | None]:
+        """Encode, batch by length, run `search` on each batch, restore input order.
+
+        Returns:
+            One list of hypotheses per sentence; None for sentences without source tokens.
+        """
+        if isinstance(sentences, str):
+            raise ValueError("sentences must be a list of strings, not a single string")
+        for index, text in enumerate(sentences):
+            if not isinstance(text, str):
+                raise ValueError(
+                    f"sentences[{index}] is a {type(text).__name__}, not a string: {text!r}"
+                )
+        results: list[list[Hypothesis] | None] = [None] * len(sentences)
+        non_empty = [i for i, text in enumerate(sentences) if text.strip()]
+        encoded = self.tokenizer.encode_batch([sentences[i] for i in non_empty])
+        todo = [(i, ids) for i, ids in zip(non_empty, encoded, strict=True) if ids]
+        pad_id = self.model.config.pad_id
+        with (
+            _eval_mode(self.model),
+            onednn_linear_layers(self.model, enabled=self.onednn),
+            prepacked_weights(self.model, len(todo)),  # once for all batches, if worth it
+            tqdm(total=len(sentences), disable=not progress, unit="sent") as bar,
+        ):
+            bar.update(len(sentences) - len(todo))
+            for batch in length_sorted_batches([len(ids) for _, ids in todo], max_tokens):
+                longest = len(todo[batch[0]][1])
+                src = torch.full((len(batch), longest), pad_id, dtype=torch.long)
+                for row, k in enumerate(batch):
+                    ids = todo[k][1]
+                    src[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+                for k, hypotheses in zip(batch, search(src.to(self.device)), strict=True):
+                    results[todo[k][0]] = hypotheses
+                bar.update(len(batch))
+        return results

@@ -1,0 +1,48 @@
+"""Which torch device a job runs on: one rule for training, decoding and the command line.
+
+"auto" means CUDA when this machine has a GPU, else the CPU; "cpu", "cuda" and "cuda:N" are
+checked against what the machine has, so a typo or a missing GPU is a one-line error before any
+work starts.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def resolve_device(
+    device: str | torch.device, local_rank: int | None = None, what: str = "device"
+) -> torch.device:
+    """The torch device that `device` names, checked against this machine.
+
+    Args:
+        device: "auto" (CUDA when present, else the CPU), "cpu", "cuda", "cuda:N", any other
+            name torch knows, or a `torch.device`.
+        local_rank: Under torchrun, the GPU that "auto" and "cuda" mean (`cuda:local_rank`);
+            None means the current GPU.
+        what: How the setting is called in messages ("train.device", "--device").
+
+    Returns:
+        The device.
+
+    Raises:
+        ValueError: for a name torch does not know, CUDA on a machine without it, or a GPU
+            index beyond the machine's, naming `what` and the value.
+    """
+    if isinstance(device, str) and device.strip() == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(
+            f"{what} {device!r} is not a device; use cpu, cuda, cuda:N or auto"
+        ) from error
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"{what} {str(resolved)!r}: CUDA is not available on this machine")
+        count = torch.cuda.device_count()
+        if resolved.index is not None and resolved.index >= count:
+            raise ValueError(f"{what} {str(resolved)!r}: this machine has {count} CUDA device(s)")
+        if resolved.index is None and local_rank is not None:
+            resolved = torch.device("cuda", local_rank)
+    return resolved

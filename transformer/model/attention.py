@@ -1,0 +1,215 @@
+"""Scaled dot-product and multi-head attention (Vaswani et al., 2017, section 3.2).
+
+Masks come in torch.nn's convention (True = masked, not attended). This module is the one
+place where they are flipped into the "True = may attend" convention that
+`torch.nn.functional.scaled_dot_product_attention` expects.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from transformer.model.config import ATTENTION_KERNELS
+
+
+def _allowed_positions(
+    key_padding_mask: torch.Tensor | None,
+    attn_mask: torch.Tensor | None,
+    batch_size: int,
+    query_length: int,
+    key_length: int,
+    is_causal: bool,
+    device: torch.device,
+) -> torch.Tensor | None:
+    """Combine masks into one "may attend" mask, or None when every key may be attended.
+
+    Shape:
+        key_padding_mask: (B, S), True at padding. attn_mask: (T, S) or (B, T, S), True = masked.
+        output: (B or 1, 1, T or 1, S) bool, True = may attend.
+    """
+    masked = None
+    if key_padding_mask is not None:
+        masked = key_padding_mask[:, None, None, :]  # (B, S) -> (B, 1, 1, S)
+    if attn_mask is not None:
+        extra = attn_mask[None, None] if attn_mask.dim() == 2 else attn_mask[:, None]
+        # (T, S) -> (1, 1, T, S) or (B, T, S) -> (B, 1, T, S)
+        masked = extra if masked is None else masked | extra
+    if is_causal and masked is not None:
+        future = torch.ones(query_length, key_length, dtype=torch.bool, device=device).triu(1)
+        masked = masked | future  # (B, 1, 1|T, S) | (T, S) -> (B, 1, T, S)
+    return None if masked is None else ~masked
+
+
+def scaled_dot_product_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    allowed: torch.Tensor | None = None,
+    is_causal: bool = False,
+    dropout_p: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, written out (equation 1).
+
+    The reading kernel; `MultiHeadAttention` uses torch's fused kernel by default, which gives
+    the same result (within 1e-5 in float32). A row with no allowed key gets zero weights.
+
+    Args:
+        q, k, v: Per-head queries, keys and values.
+        allowed: Bool, True where a query may attend a key; None = everywhere.
+        is_causal: Forbid keys after the query (only when `allowed` is None).
+        dropout_p: Dropout on the attention weights.
+
+    Returns:
+        (output, weights).
+
+    Shape:
+        q: (B, H, T, Dk). k, v: (B, H, S, Dk). allowed: broadcastable to (B, H, T, S).
+        output: (B, H, T, Dk). weights: (B, H, T, S).
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T, Dk) @ (B, H, Dk, S)
+    if is_causal and allowed is None:
+        allowed = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).tril()
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    weights = torch.softmax(scores.float(), dim=-1).to(q.dtype)
+    if allowed is not None:
+        # A row whose keys are all masked is all -inf, so softmax gives NaN: use zeros instead.
+        weights = weights.masked_fill(~allowed.any(-1, keepdim=True), 0.0)
+    weights = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
+    return weights @ v, weights  # (B, H, T, S) @ (B, H, S, Dk) -> (B, H, T, Dk)
+
+
+class MultiHeadAttention(nn.Module):
+    """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O (section 3.2.2).
+
+    head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V); the h per-head projections are stored as one
+    (D, D) matrix each (`q_proj`, `k_proj`, `v_proj`), split into H heads of d_k = D / H.
+
+    Two interchangeable kernels compute equation 1: "sdpa" calls
+    `torch.nn.functional.scaled_dot_product_attention` (fused) and "math" runs the written-out
+    `scaled_dot_product_attention` above. "auto" (the default) takes "math" for bf16/fp16
+    tensors on the CPU, where the fused kernel's backward pass is slow (1-7% of a base-model
+    training step in bf16 on our benchmark CPU; 24% for the Multi30k model), and "sdpa"
+    otherwise. With `need_weights=True` the math kernel is used, so the returned weights are
+    the ones that produced the output.
+
+    A query row whose keys are all masked (an all-padding sentence) yields a zero output and
+    zero weights, never NaN, in the forward and backward pass.
+
+    Args:
+        d_model: Width D.
+        n_heads: Number of heads H (D must be divisible by H).
+        dropout: Dropout on the attention weights (0 in the paper).
+        kernel: "auto", "sdpa" or "math".
+
+    Raises:
+        ValueError: when d_model is not divisible by n_heads or the kernel is unknown.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        dropout: float = 0.0,
+        kernel: str = "auto",
+    ):
+        super().__init__()
+        if d_model % n_heads != 0:
+            raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
+        if kernel not in ATTENTION_KERNELS:
+            raise ValueError(
+                f"attention kernel ({kernel!r}) must be one of {', '.join(ATTENTION_KERNELS)}"
+            )
+        self.n_heads = n_heads
+        self.d_k = d_model // n_heads
+        self.dropout = dropout
+        self.kernel = kernel
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+
+    def uses_math_kernel(self, q: torch.Tensor) -> bool:
+        """Whether equation 1 is computed written out for these queries (see the class doc)."""
+        if self.kernel != "auto":
+            return self.kernel == "math"
+        return q.device.type == "cpu" and q.dtype in (torch.bfloat16, torch.float16)
+
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, L, D) -> (B, H, L, Dk)."""
+        B, L, _ = x.shape
+        return x.view(B, L, self.n_heads, self.d_k).transpose(1, 2)  # (B, L, D) -> (B, H, L, Dk)
+
+    def project_kv(
+        self, key: torch.Tensor, value: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-head keys K W^K and values V W^V, (B, S, D) -> (B, H, S, Dk) each (for caching)."""
+        return self.split_heads(self.k_proj(key)), self.split_heads(self.v_proj(value))
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor | None = None,
+        value: torch.Tensor | None = None,
+        key_padding_mask: torch.Tensor | None = None,
+        attn_mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool = False,
+        projected_kv: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attend from `query` to `key`/`value`.
+
+        Args:
+            query: Queries.
+            key, value: Keys and values (ignored when `projected_kv` is given).
+            key_padding_mask: True at padding keys (not attended).
+            attn_mask: True where a query may not attend a key.
+            is_causal: Also forbid keys after each query (square self-attention).
+            need_weights: Also return the attention weights.
+            projected_kv: Already projected per-head (K, V), e.g. from a decoder cache.
+
+        Returns:
+            (output, weights) with weights None unless `need_weights`.
+
+        Shape:
+            query: (B, T, D). key, value: (B, S, D). key_padding_mask: (B, S).
+            attn_mask: (T, S) or (B, T, S). projected_kv: two (B, H, S, Dk).
+            output: (B, T, D). weights: (B, H, T, S).
+        """
+        B, T, _ = query.shape
+        q = self.split_heads(self.q_proj(query))  # (B, T, D) -> (B, H, T, Dk)
+        k, v = projected_kv if projected_kv is not None else self.project_kv(key, value)
+        S = k.shape[2]
+        allowed = _allowed_positions(
+            key_padding_mask, attn_mask, B, T, S, is_causal, query.device
+        )  # None or (B|1, 1, T|1, S)
+        empty_rows = None
+        if allowed is not None:
+            empty_rows = ~allowed.any(-1, keepdim=True)  # (B|1, 1, T|1, 1): no key to attend
+            allowed = allowed | empty_rows  # attend anything there, then zero the result below
+        dropout_p = self.dropout if self.training else 0.0
+        weights = None
+        if self.uses_math_kernel(q) or need_weights:
+            out, weights = scaled_dot_product_attention(
+                q, k, v, allowed, is_causal and allowed is None, dropout_p
+            )
+        else:
+            out = F.scaled_dot_product_attention(
+                q,
+                k,
+                v,
+                attn_mask=allowed,
+                dropout_p=dropout_p,
+                is_causal=is_causal and allowed is None,
+            )  # (B, H, T, Dk)
+        out = self.out_proj(out.transpose(1, 2).reshape(B, T, self.n_heads * self.d_k))
+        # (B, H, T, Dk) -> (B, T, D); D spelled out so that empty batches reshape too
+        if empty_rows is not None:
+            out = out.masked_fill(empty_rows[:, 0], 0.0)  # (B|1, T|1, 1) broadcast over D
+            if weights is not None:
+                weights = weights.masked_fill(empty_rows, 0.0)
+        return out, weights

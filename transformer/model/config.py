@@ -1,0 +1,115 @@
+"""`ModelConfig`: the hyper-parameters of the Transformer, the `model:` section of a config.
+
+The checkpoint stores this dataclass as a dict, so a checkpoint rebuilds its own model.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+ATTENTION_KERNELS = ("auto", "sdpa", "math")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Hyper-parameters of the Transformer (section 3; Table 3 of the paper).
+
+    Defaults are the base model: d_model 512, d_ff 2048, 8 heads, 6 encoder and 6 decoder layers,
+    residual dropout 0.1 (section 5.4), no attention or ReLU dropout, post-norm (section 3.1),
+    source embedding = target embedding = pre-softmax projection (section 3.4).
+
+    Args:
+        vocab_size: Size of the (shared) vocabulary; the source vocabulary when
+            `share_embeddings` is False.
+        tgt_vocab_size: Target vocabulary size when `share_embeddings` is False; None means
+            the same as `vocab_size`. Must be None or equal to `vocab_size` when shared.
+        d_model: Model width D (section 3).
+        d_ff: Inner width F of the position-wise feed-forward network (equation 2).
+        n_heads: Number of attention heads H; d_k = d_v = d_model / n_heads (section 3.2.2).
+        n_encoder_layers: Encoder layers N (section 3.1).
+        n_decoder_layers: Decoder layers N (section 3.1).
+        dropout: Residual dropout P_drop on each sub-layer output and on embeddings +
+            positional encodings (section 5.4).
+        attention_dropout: Dropout on attention weights (0 in the paper).
+        activation_dropout: Dropout after the ReLU of the feed-forward network (0 in the paper).
+        norm_first: Pre-norm (LayerNorm before each sub-layer, final LayerNorm per stack)
+            instead of the paper's post-norm.
+        share_embeddings: Tie source embedding, target embedding and output projection.
+        max_positions: Size of the precomputed sinusoidal table; longer inputs are computed
+            on the fly, so this only bounds the decoder's maximum output length hint.
+        layer_norm_eps: Epsilon of every LayerNorm.
+        attention_kernel: "sdpa" (torch.nn.functional.scaled_dot_product_attention), "math"
+            (the written-out softmax(QK^T / sqrt(d_k)) V of equation 1), or "auto" (math for
+            bf16/fp16 on CPU, sdpa otherwise).
+        pad_id, unk_id, bos_id, eos_id: Special token ids (match the SentencePiece model).
+
+    Raises:
+        ValueError: when a value is out of range, naming it.
+    """
+
+    vocab_size: int = 37000
+    tgt_vocab_size: int | None = None
+    d_model: int = 512
+    d_ff: int = 2048
+    n_heads: int = 8
+    n_encoder_layers: int = 6
+    n_decoder_layers: int = 6
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
+    norm_first: bool = False
+    share_embeddings: bool = True
+    max_positions: int = 1024
+    layer_norm_eps: float = 1e-5
+    attention_kernel: str = "auto"
+    pad_id: int = 0
+    unk_id: int = 1
+    bos_id: int = 2
+    eos_id: int = 3
+
+    def __post_init__(self) -> None:
+        sizes = ("vocab_size", "d_model", "d_ff", "n_heads", "max_positions")
+        for name in (*sizes, "n_encoder_layers", "n_decoder_layers"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise ValueError(f"{name} ({value!r}) must be an integer")
+            if value < 1:
+                raise ValueError(f"{name} ({getattr(self, name)}) must be at least 1")
+        if self.d_model % self.n_heads != 0:
+            raise ValueError(
+                f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
+            )
+        if not (math.isfinite(self.layer_norm_eps) and self.layer_norm_eps > 0):
+            raise ValueError(f"layer_norm_eps ({self.layer_norm_eps}) must be a finite number > 0")
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"{name} ({value}) must be in [0, 1)")
+        if self.attention_kernel not in ATTENTION_KERNELS:
+            raise ValueError(
+                f"attention_kernel ({self.attention_kernel!r}) must be one of "
+                f"{', '.join(ATTENTION_KERNELS)}"
+            )
+        if self.tgt_vocab_size is not None:
+            if self.tgt_vocab_size < 1:
+                raise ValueError(f"tgt_vocab_size ({self.tgt_vocab_size}) must be at least 1")
+            if self.share_embeddings and self.tgt_vocab_size != self.vocab_size:
+                raise ValueError(
+                    f"tgt_vocab_size ({self.tgt_vocab_size}) differs from vocab_size "
+                    f"({self.vocab_size}) but share_embeddings is True; set "
+                    "share_embeddings: false for separate vocabularies"
+                )
+        ids = {n: getattr(self, n) for n in ("pad_id", "unk_id", "bos_id", "eos_id")}
+        if len(set(ids.values())) != 4:
+            raise ValueError(f"special token ids must be distinct, got {ids}")
+        smallest_vocab = min(self.vocab_size, self.target_vocab_size)
+        for name, value in ids.items():
+            if not 0 <= value < smallest_vocab:
+                raise ValueError(f"{name} ({value}) must be in [0, {smallest_vocab})")
+
+    @property
+    def target_vocab_size(self) -> int:
+        """Size of the target vocabulary (= `vocab_size` when shared)."""
+        return self.vocab_size if self.tgt_vocab_size is None else self.tgt_vocab_size

@@ -1,0 +1,173 @@
+"""`transformer-average`: average the weights of several checkpoints (section 6.1 of the paper).
+
+"For the base models, we used a single model obtained by averaging the last 5 checkpoints,
+which were written at 10-minute intervals. For the big models, we averaged the last 20."
+
+Usage:
+    transformer-average --inputs A.pt B.pt C.pt --output averaged.pt
+    transformer-average --last 5 --dir checkpoints/wmt14_en-de_base --output averaged.pt
+
+Floating-point tensors are averaged (summed in float64, divided once, cast back); integer
+tensors (buffers, counters) are copied from the newest checkpoint. Weights tied to each other
+(the shared embedding and output projection share storage in the state dict) are averaged
+once and stay tied in the output. The output is an ordinary checkpoint (config, SentencePiece
+model, step of the newest input) without optimizer or data state, so `load_checkpoint`,
+`transformer-translate` and `transformer-evaluate` accept it; it cannot be resumed from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import torch
+
+from transformer.checkpoint import read_checkpoint, strip_wrapper_prefixes
+from transformer.config import RETIRED_KEYS
+from transformer.model.config import ModelConfig
+from transformer.train.run_directory import RunDirectory
+
+# Entries of the newest input copied into the output (the training state is not).
+KEPT_ENTRIES = ("format_version", "model_config", "config", "spm_model", "tgt_spm_model", "step")
+
+
+def _storage_key(tensor: torch.Tensor) -> tuple:
+    """Identifies tensors that are views of the same memory (tied weights)."""
+    return (
+        tensor.untyped_storage().data_ptr(),
+        tensor.storage_offset(),
+        tuple(tensor.shape),
+        tensor.stride(),
+    )
+
+
+def _alias_groups(state_dict: dict) -> dict[str, str]:
+    """Map every key to the first key sharing its storage (itself when not tied)."""
+    first: dict[tuple, str] = {}
+    return {key: first.setdefault(_storage_key(value), key) for key, value in state_dict.items()}
+
+
+def average_checkpoints(paths: list[str | Path]) -> dict:
+    """Average the model weights of `paths` (oldest first, the newest last).
+
+    Args:
+        paths: Checkpoint files of the same model and vocabulary.
+
+    Returns:
+        A checkpoint dict: the averaged "model" plus the newest input's config, SentencePiece
+        model(s) and step, and "averaged_from" (the input paths).
+
+    Raises:
+        ValueError: fewer than one path; checkpoints whose weight keys, shapes or dtypes
+            differ (naming the key and the file), or whose SentencePiece models or model
+            configs differ (naming both files).
+        FileNotFoundError: a missing input.
+    """
+    if not paths:
+        raise ValueError("no checkpoints to average")
+    sums: dict[str, torch.Tensor] = {}
+    reference: dict[str, torch.Tensor] = {}
+    aliases: dict[str, str] = {}
+    newest: dict = {}
+    for index, path in enumerate(paths):
+        checkpoint = read_checkpoint(path)
+        weights = strip_wrapper_prefixes(checkpoint["model"])
+        if index == 0:
+            reference, aliases = weights, _alias_groups(weights)
+            first_path, first = path, checkpoint
+        else:
+            _check_compatible(reference, weights, first_path, path)
+            _check_same_run(first, checkpoint, first_path, path)
+        for key, value in weights.items():
+            if aliases[key] != key or not value.is_floating_point():
+                continue
+            if key in sums:
+                sums[key] += value.double()
+            else:
+                sums[key] = value.double().clone()
+        newest = {**checkpoint, "model": weights}
+    averaged: dict[str, torch.Tensor] = {}
+    for key in reference:  # the first checkpoint's order: a tied key follows its canonical one
+        value, canonical = newest["model"][key], aliases[key]
+        if canonical != key:
+            averaged[key] = averaged[canonical]  # a tied weight: the same tensor again
+        elif value.is_floating_point():
+            averaged[key] = (sums[key] / len(paths)).to(value.dtype)
+        else:
+            averaged[key] = value.clone()
+    result = {name: newest[name] for name in KEPT_ENTRIES if name in newest}
+    result["model"] = averaged
+    result["averaged_from"] = [str(p) for p in paths]
+    return result
+
+
+# Entries that must be equal in every input: what the weights mean.
+SAME_RUN_ENTRIES = {
+    "spm_model": "SentencePiece model (spm_model)",
+    "tgt_spm_model": "target SentencePiece model (tgt_spm_model)",
+    "model_config": "model config (model_config)",
+}
+
+
+# ModelConfig fields that choose how the same function is computed, not what the weights mean:
+# a run may change them on resume, and its checkpoints still average (with the keys that older
+# versions stored, `RETIRED_KEYS`).
+KERNEL_FIELDS = ("attention_kernel", *RETIRED_KEYS["model"])
+
+
+def _architecture(model_config) -> dict | None:
+    """A checkpoint's model config with defaults filled in and the kernel choices left out."""
+    if not isinstance(model_config, dict):
+        return model_config
+    defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
+    merged = {**defaults, **model_config}
+    return {k: v for k, v in merged.items() if k not in KERNEL_FIELDS}
+
+
+def _check_same_run(first: dict, checkpoint: dict, first_path, path) -> None:
+    """Raise ValueError naming both files when their vocabularies or model configs differ.
+
+    Model configs are compared without the kernel choices (`KERNEL_FIELDS`), with missing keys
+    (checkpoints written before a field existed) taken at their defaults.
+    """
+    for entry, what in SAME_RUN_ENTRIES.items():
+        mine, theirs = checkpoint.get(entry), first.get(entry)
+        if entry == "model_config":
+            mine, theirs = _architecture(mine), _architecture(theirs)
+        if mine != theirs:
+            raise ValueError(
+                f"{path} and {first_path} have a different {what}; only checkpoints of the "
+                "same model and vocabulary can be averaged"
+            )
+
+
+def _check_compatible(reference: dict, weights: dict, first: str | Path, path: str | Path):
+    """Raise ValueError naming the first key whose presence, shape or dtype differs."""
+    for key in sorted(reference.keys() | weights.keys()):
+        if key not in weights:
+            raise ValueError(f"{path} has no weight {key!r} (present in {first})")
+        if key not in reference:
+            raise ValueError(f"{path} has weight {key!r}, absent from {first}")
+        a, b = reference[key], weights[key]
+        if a.shape != b.shape or a.dtype != b.dtype:
+            raise ValueError(
+                f"weight {key!r} is {tuple(b.shape)} {b.dtype} in {path} but "
+                f"{tuple(a.shape)} {a.dtype} in {first}"
+            )
+
+
+def last_checkpoints(run_dir: str | Path, count: int) -> list[Path]:
+    """The `count` newest numbered checkpoints (checkpoint_<step>.pt) of a run, oldest first.
+
+    Raises:
+        ValueError: when `count` < 1 or the directory holds fewer numbered checkpoints.
+    """
+    if count < 1:
+        raise ValueError(f"--last ({count}) must be at least 1")
+    found = RunDirectory(run_dir).numbered_checkpoints()
+    if len(found) < count:
+        raise ValueError(
+            f"{run_dir} holds {len(found)} numbered checkpoints (checkpoint_<step>.pt), "
+            f"fewer than --last {count}"
+        )
+    return found[-count:]

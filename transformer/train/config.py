@@ -1,0 +1,158 @@
+"""The `train:` section of a config: the paper's training recipe (Vaswani et al., 2017, section 5).
+
+Part of the typed configuration of `transformer.config` (which re-exports `TrainConfig`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from transformer.cpu.onednn import LINEAR_KERNELS
+
+LR_SCHEDULES = ("noam", "inverse_sqrt")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+# Lower is better for every metric except BLEU and chrF.
+HIGHER_IS_BETTER = {"bleu": True, "chrf": True, "loss": False, "nll_loss": False, "ppl": False}
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The `train:` section: the paper's training recipe (section 5) and run control.
+
+    Args:
+        output_dir: Run directory: config.yaml, SentencePiece model, checkpoints, metrics.jsonl.
+        max_steps: Stop after this many updates (100k for base, 300k for big).
+        max_minutes: Also stop (with a checkpoint) after this much training wall time,
+            summed over resumed runs; null = no limit.
+        max_epochs: Also stop after this many passes over the training data; null = no limit.
+        max_tokens: Tokens per side per micro-batch per process, padding included.
+        update_freq: Micro-batches accumulated per update.
+        tokens_per_update: Instead of `update_freq`: the tokens per side of one update over
+            all processes (25000 in the paper); update_freq = ceil(tokens_per_update /
+            (max_tokens * processes)).
+        lr_schedule: "noam" (the paper's, equation 3) or "inverse_sqrt" (fairseq: linear
+            warm-up to `peak_lr`, then ~ step^-0.5).
+        lr_scale: Factor on the noam rate (1 in the paper).
+        peak_lr: Peak rate of "inverse_sqrt".
+        warmup_steps: Warm-up updates (4000 in the paper).
+        adam_betas, adam_eps: Adam's (0.9, 0.98) and 1e-9 (section 5.3).
+        weight_decay: Adam L2 weight decay (0 in the paper).
+        label_smoothing: epsilon_ls (0.1, section 5.4).
+        clip_norm: Clip the gradient norm to this; null = no clipping (the paper).
+        precision: "auto" (bf16 autocast on GPUs that support it, else fp32), "fp32",
+            "bf16" (autocast; also on CPU), "fp16" (autocast + gradient scaling).
+        compile: Run the model through torch.compile.
+        linear_kernel: Float32 CPU matrix products: "auto" (oneDNN on x86-64 CPUs, where it was
+            measured faster), "onednn" or "torch" (`torch.nn.functional.linear`); applied to
+            the built model by `transformer.cpu.onednn`, never stored in the model config.
+        device: "auto" (CUDA when present), "cpu", "cuda", "cuda:N".
+        seed: Seeds weights initialisation, dropout and batch shuffling.
+        save_interval_steps: Numbered checkpoint every this many updates; null/0 = off.
+        save_interval_minutes: Numbered checkpoint every this many minutes (the paper: 10).
+        keep_last: Numbered checkpoints kept (older ones are deleted); last/best always kept.
+        log_interval_steps: Updates per metrics.jsonl training record.
+        validate_interval_steps: Updates between validations; 0 = never.
+        valid_bleu_sentences: Validation sentences decoded for BLEU; null = all, 0 = no BLEU.
+        best_metric: Chooses checkpoint_best.pt: "bleu", "chrf" (higher is better), "loss",
+            "nll_loss", "ppl" (lower is better).
+        early_stop_patience: Stop after this many validations without improvement; null = off.
+        skip_nonfinite: Skip (and count) updates with a NaN/Inf loss instead of stopping.
+        num_threads: torch.set_num_threads for CPU training; null = torch's default.
+        flush_denormal: torch.set_flush_denormal(True): CPUs slow down several times on
+            denormal floats.
+
+    Raises:
+        ValueError: for a value out of range, naming the key.
+    """
+
+    output_dir: str = "checkpoints/run"
+    max_steps: int = 100_000
+    max_minutes: float | None = None
+    max_epochs: int | None = None
+    max_tokens: int = 4096
+    update_freq: int = 1
+    tokens_per_update: int | None = None
+    lr_schedule: str = "noam"
+    lr_scale: float = 1.0
+    peak_lr: float | None = None
+    warmup_steps: int = 4000
+    adam_betas: tuple[float, float] = (0.9, 0.98)
+    adam_eps: float = 1e-9
+    weight_decay: float = 0.0
+    label_smoothing: float = 0.1
+    clip_norm: float | None = None
+    precision: str = "auto"
+    compile: bool = False
+    linear_kernel: str = "auto"
+    device: str = "auto"
+    seed: int = 1
+    save_interval_steps: int | None = 1000
+    save_interval_minutes: float | None = None
+    keep_last: int = 5
+    log_interval_steps: int = 100
+    validate_interval_steps: int = 1000
+    valid_bleu_sentences: int | None = None
+    best_metric: str = "bleu"
+    early_stop_patience: int | None = None
+    skip_nonfinite: bool = False
+    num_threads: int | None = None
+    flush_denormal: bool = True
+
+    def __post_init__(self) -> None:
+        choices = {
+            "lr_schedule": LR_SCHEDULES,
+            "precision": PRECISIONS,
+            "best_metric": tuple(HIGHER_IS_BETTER),
+            "linear_kernel": LINEAR_KERNELS,
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    f"train.{name} ({getattr(self, name)!r}) must be one of {', '.join(allowed)}"
+                )
+        at_least_one = (
+            "max_steps",
+            "max_tokens",
+            "update_freq",
+            "warmup_steps",
+            "log_interval_steps",
+            "tokens_per_update",
+            "max_epochs",
+            "early_stop_patience",
+            "num_threads",
+        )
+        for name in at_least_one:
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"train.{name} ({value}) must be at least 1")
+        for name in (
+            "keep_last",
+            "validate_interval_steps",
+            "save_interval_steps",
+            "valid_bleu_sentences",
+        ):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ValueError(f"train.{name} ({value}) must not be negative")
+        for name in ("max_minutes", "save_interval_minutes", "clip_norm", "peak_lr", "lr_scale"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"train.{name} ({value}) must be positive")
+        for name in ("peak_lr", "lr_scale"):
+            value = getattr(self, name)
+            if value is not None and not math.isfinite(value):
+                raise ValueError(f"train.{name} ({value}) must be finite")
+        if not (math.isfinite(self.adam_eps) and self.adam_eps > 0):
+            raise ValueError(f"train.adam_eps ({self.adam_eps}) must be a finite number > 0")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise ValueError(f"train.weight_decay ({self.weight_decay}) must be finite and >= 0")
+        betas = list(self.adam_betas)
+        if len(betas) != 2 or not all(0.0 <= beta < 1.0 for beta in betas):
+            raise ValueError(f"train.adam_betas ({betas}) must be two numbers in [0, 1)")
+        if self.seed < 0:
+            raise ValueError(f"train.seed ({self.seed}) must not be negative")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"train.label_smoothing ({self.label_smoothing}) must be in [0, 1)")
+        if self.lr_schedule == "inverse_sqrt" and self.peak_lr is None:
+            raise ValueError("train.lr_schedule inverse_sqrt needs train.peak_lr")

@@ -1,0 +1,114 @@
+"""Data-parallel training across processes: setup from torchrun's environment and collectives.
+
+`torchrun --nproc_per_node N -m transformer.train ...` starts N processes and sets RANK,
+LOCAL_RANK and WORLD_SIZE (and the rendezvous variables for multi-node runs). Each process
+trains a replica on its own shard of batches; DistributedDataParallel averages gradients.
+NCCL is used on GPUs, gloo on CPU. Without torchrun (WORLD_SIZE unset or 1) nothing is
+initialised and every helper here is a no-op.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from transformer.device import resolve_device
+
+
+@dataclass(frozen=True)
+class DistributedContext:
+    """Where this process stands in the job.
+
+    Attributes:
+        rank: Global rank (0 writes files and logs).
+        world_size: Number of processes.
+        local_rank: Rank on this node (selects the GPU).
+        device: The device this process trains on.
+    """
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def is_main(self) -> bool:
+        """True on the process that writes files and logs."""
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        """True when more than one process takes part."""
+        return self.world_size > 1
+
+
+def init_distributed(device_setting: str) -> DistributedContext:
+    """Join the torchrun process group if there is one, and pick this process's device.
+
+    Args:
+        device_setting: The `train.device` value (see `resolve_device`).
+
+    Returns:
+        The context; `world_size == 1` without torchrun.
+    """
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = resolve_device(device_setting, local_rank, what="train.device")
+    if world_size > 1 and not dist.is_initialized():
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+            dist.init_process_group("nccl", device_id=device)
+        else:
+            dist.init_process_group("gloo")
+    return DistributedContext(rank, world_size, local_rank, device)
+
+
+def shutdown(context: DistributedContext) -> None:
+    """Leave the process group (no-op for a single process).
+
+    All processes first meet at a barrier: a process that tears down its gloo connections while
+    another is still finishing its last collective can abort the other one.
+    """
+    if context.enabled and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def all_reduce_sum(tensor: torch.Tensor, context: DistributedContext) -> torch.Tensor:
+    """Sum `tensor` over all processes, in place; returns it."""
+    if context.enabled:
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor
+
+
+def barrier(context: DistributedContext) -> None:
+    """Wait until every process gets here."""
+    if context.enabled:
+        dist.barrier()
+
+
+def broadcast_object(value: object, context: DistributedContext) -> object:
+    """Rank 0's `value` on every process (a picklable object)."""
+    if not context.enabled:
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0, device=_collective_device(context))
+    return box[0]
+
+
+def all_gather_object(value: object, context: DistributedContext) -> list:
+    """Every process's `value`, as a list indexed by rank."""
+    if not context.enabled:
+        return [value]
+    gathered = [None] * context.world_size
+    dist.all_gather_object(gathered, value)
+    return gathered
+
+
+def _collective_device(context: DistributedContext) -> torch.device | None:
+    """NCCL moves objects through the GPU; gloo through the CPU."""
+    return context.device if context.device.type == "cuda" else None

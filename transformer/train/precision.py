@@ -1,0 +1,42 @@
+"""Numeric precision of training: float32, bf16 autocast, or fp16 autocast with loss scaling.
+
+bf16 has float32's exponent range, so it needs no loss scaling; fp16 does: its gradients are
+multiplied by a dynamic scale (`torch.amp.GradScaler`) and updates whose gradients overflow
+are skipped. The loss itself is always computed in float32 (see loss.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+
+def resolve_precision(setting: str, device: torch.device) -> str:
+    """Map `train.precision` to "fp32", "bf16" or "fp16".
+
+    "auto" is bf16 autocast on a GPU that supports it, else fp32. On CPU, bf16 autocast is
+    used only when asked for explicitly (it pays off on CPUs with native bf16 units).
+
+    Args:
+        setting: "auto", "fp32", "bf16" or "fp16" (checked by `TrainConfig`).
+        device: Where training runs.
+    """
+    if setting == "auto":
+        if device.type == "cuda" and torch.cuda.is_bf16_supported():
+            return "bf16"
+        return "fp32"
+    return setting
+
+
+def autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """The autocast context of a resolved precision (a no-op context for fp32)."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device.type, dtype=dtype)
+
+
+def grad_scaler(precision: str, device: torch.device) -> torch.amp.GradScaler:
+    """A gradient scaler, enabled for fp16 only (a disabled scaler passes everything through)."""
+    return torch.amp.GradScaler(device.type, enabled=precision == "fp16")

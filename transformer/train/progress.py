@@ -1,0 +1,85 @@
+"""What a training job shows while it runs: the progress bar, training records, wall time.
+
+Rank 0 shows a tqdm bar over the updates with the latest loss, learning rate and target tokens
+per second, and writes one `{"type": "train"}` record to metrics.jsonl every
+`train.log_interval_steps` updates (the sums of `metrics.TrainWindow` since the previous one).
+The clock counts training wall time summed over the runs of a resumed job, which
+`train.max_minutes` limits and checkpoints store.
+"""
+
+from __future__ import annotations
+
+import time
+
+from tqdm import tqdm
+
+from transformer.train.metrics_log import MetricsLog, TrainWindow
+from transformer.train.update import UpdateResult
+
+
+class TrainProgress:
+    """The bar, the open training-record window and the clock of one `Trainer.train` call.
+
+    Args:
+        metrics: The run's metrics log (written on rank 0 only).
+        max_steps: The last update (`train.max_steps`), the bar's total.
+        step: Updates done before this run (a resumed job's step).
+        elapsed_seconds: Training wall time of the earlier runs of a resumed job.
+        is_main: Whether this is rank 0 (only rank 0 shows the bar and writes records).
+    """
+
+    def __init__(
+        self,
+        metrics: MetricsLog,
+        max_steps: int,
+        step: int,
+        elapsed_seconds: float,
+        is_main: bool,
+    ) -> None:
+        self.metrics, self.is_main = metrics, is_main
+        self.started, self.elapsed_before = time.monotonic(), elapsed_seconds
+        self.window = TrainWindow()
+        self.bar = tqdm(
+            total=max_steps, initial=step, disable=not is_main, desc="train", dynamic_ncols=True
+        )
+
+    def elapsed(self) -> float:
+        """Training wall time in seconds, including earlier runs of a resumed job."""
+        return self.elapsed_before + time.monotonic() - self.started
+
+    def add(self, result: UpdateResult) -> None:
+        """Count one applied update (advances the bar)."""
+        self.bar.update(1)
+        self.window.add(result.loss_sum, result.nll_sum, result.tokens)
+
+    def write(
+        self, step: int, lr: float, epoch: int, skipped_updates: int, grad_norm: float | None
+    ) -> None:
+        """Write the metrics.jsonl record of the updates since the last one; start a new window.
+
+        Args:
+            step: The update just applied.
+            lr: Its learning rate.
+            epoch: The current pass over the training data.
+            skipped_updates: Updates skipped so far for a non-finite loss.
+            grad_norm: The update's gradient norm before clipping, if measured.
+        """
+        record = self.window.record(step, lr)
+        record["epoch"] = epoch
+        record["skipped_updates"] = skipped_updates
+        record["elapsed_minutes"] = self.elapsed() / 60
+        if grad_norm is not None:
+            record["grad_norm"] = grad_norm
+        if self.is_main:
+            self.metrics.write(record)
+            self.bar.set_postfix(
+                loss=f"{record['loss']:.3f}",
+                lr=f"{lr:.2e}",
+                tok_s=f"{record['tokens_per_second']:.0f}",
+                refresh=False,
+            )
+        self.window.reset()
+
+    def close(self) -> None:
+        """Close the bar."""
+        self.bar.close()

@@ -1,0 +1,311 @@
+"""The training loop of section 5: token-based batches, Adam with warm-up, label smoothing.
+
+`Trainer(config).train()` runs one job in the run directory `train.output_dir`. One update:
+
+1. take `update_freq` micro-batches of at most `max_tokens` tokens per side (per process);
+2. count the real target tokens of the whole update (all micro-batches, all processes);
+3. forward/backward each micro-batch under the configured autocast, scaling its summed
+   label-smoothed loss by world_size / that count (DDP averages gradients over processes),
+   so the gradient is that of the per-token loss of the whole update however it was split;
+4. optional gradient clipping, then the optimizer step with the schedule's rate of this update.
+
+A resumed run restores weights, optimizer, schedule, scaler, step, the batch position and
+every RNG state (training_state.py), and continues exactly as if it had not stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+
+import torch
+from tqdm import tqdm
+
+from transformer.config import Config, config_to_dict
+from transformer.cpu.onednn import swap_linear_layers, use_onednn
+from transformer.data.batching import BatchIterator
+from transformer.data.prepare import prepare_data
+from transformer.device import resolve_device
+from transformer.model.config import ModelConfig
+from transformer.model.transformer import Transformer
+from transformer.train.config import TrainConfig
+from transformer.train.distributed import DistributedContext, barrier
+from transformer.train.metrics_log import MetricsLog
+from transformer.train.optim import build_lr_schedule, build_optimizer
+from transformer.train.precision import grad_scaler, resolve_precision
+from transformer.train.progress import TrainProgress
+from transformer.train.run_directory import RunDirectory
+from transformer.train.state import TrainingCheckpoints, TrainState, seed_everything
+from transformer.train.update import UpdateResult, UpdateStep
+from transformer.train.validation import Validator
+
+# With skip_nonfinite, this many non-finite updates in a row still stop training.
+MAX_CONSECUTIVE_SKIPS = 100
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The loss of an update was NaN or Inf (training stopped; the last checkpoint is kept)."""
+
+
+def derive_update_freq(train: TrainConfig, world_size: int) -> int:
+    """Micro-batches per update: `update_freq`, or ceil(tokens_per_update / (max_tokens * world)).
+
+    Raises:
+        ValueError: when both `tokens_per_update` and a non-default `update_freq` are set.
+    """
+    if train.tokens_per_update is None:
+        return train.update_freq
+    if train.update_freq != 1:
+        raise ValueError(
+            f"set either train.tokens_per_update ({train.tokens_per_update}) or "
+            f"train.update_freq ({train.update_freq}), not both"
+        )
+    return max(1, math.ceil(train.tokens_per_update / (train.max_tokens * world_size)))
+
+
+def model_config_for(config: ModelConfig, tokenizer) -> ModelConfig:
+    """The model config with the vocabulary sizes of the trained SentencePiece model(s)."""
+    if tokenizer.shared:
+        return dataclasses.replace(config, vocab_size=tokenizer.src_vocab_size, tgt_vocab_size=None)
+    return dataclasses.replace(
+        config,
+        vocab_size=tokenizer.src_vocab_size,
+        tgt_vocab_size=tokenizer.tgt_vocab_size,
+        share_embeddings=False,
+    )
+
+
+class Trainer:
+    """One training job: data, model, optimizer, and the loop that updates them.
+
+    Args:
+        config: The whole config; the model's vocabulary sizes are replaced by those of the
+            SentencePiece model(s) trained (or found) in the run directory.
+        context: This process's place in a torchrun job (default: one process on the device
+            `train.device` names).
+        resume: Continue from the run directory's `checkpoint_last.pt` when it exists.
+        log: Receives one-line messages (rank 0 only).
+
+    Raises:
+        ValueError: invalid options, or a checkpoint that does not fit the model.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        context: DistributedContext | None = None,
+        resume: bool = True,
+        log=tqdm.write,
+    ) -> None:
+        train = config.train
+        self.context = context or DistributedContext(
+            device=resolve_device(train.device, what="train.device")
+        )
+        self.device, world, rank = self.context.device, self.context.world_size, self.context.rank
+        self.log = log if self.context.is_main else (lambda message: None)
+        if train.num_threads:
+            torch.set_num_threads(train.num_threads)
+        torch.set_flush_denormal(train.flush_denormal)
+        self.precision = resolve_precision(train.precision, self.device)
+        onednn = use_onednn(train.linear_kernel, self.device, self.precision, train.compile)
+        self.update_freq = derive_update_freq(train, world)
+        self.run_dir = RunDirectory(train.output_dir)
+        # Rank 0 trains (or finds) the SentencePiece model and caches the data; then the others.
+        prepared = None
+        if self.context.is_main:
+            self.run_dir.create()
+            prepared = prepare_data(config.data, self.run_dir.path, train=True, log=self.log)
+        barrier(self.context)
+        self.prepared = prepared or prepare_data(config.data, self.run_dir.path, log=None)
+        self.tokenizer = self.prepared.tokenizer
+        self.config = dataclasses.replace(
+            config, model=model_config_for(config.model, self.tokenizer)
+        )
+        if train.best_metric in ("bleu", "chrf") and train.valid_bleu_sentences == 0:
+            raise ValueError(
+                f"train.best_metric is {train.best_metric!r} but train.valid_bleu_sentences is 0"
+                " (no BLEU is computed); choose best_metric loss or ppl"
+            )
+
+        seed_everything(train.seed)
+        self.model = Transformer(self.config.model).to(self.device)
+        if onednn:  # float32 CPU products by oneDNN (transformer.cpu.onednn), same parameters
+            swap_linear_layers(self.model)
+        self.optimizer = build_optimizer(self.model, train)
+        self.schedule = build_lr_schedule(self.optimizer, train, self.config.model.d_model)
+        self.scaler = grad_scaler(self.precision, self.device)
+        model = self.config.model
+        ids = dict(pad_id=model.pad_id, bos_id=model.bos_id, eos_id=model.eos_id)
+        self.batches = BatchIterator(
+            self.prepared.train,
+            train.max_tokens,
+            seed=train.seed,
+            rank=rank,
+            world_size=world,
+            **ids,
+        )
+        self.metrics = MetricsLog(self.run_dir.metrics_path)
+        self.validator = None
+        if self.prepared.valid is not None and train.validate_interval_steps > 0:
+            self.validator = Validator(
+                self.prepared, self.config, self.context, self.precision, self.metrics, self.log
+            )
+        self.checkpoints = TrainingCheckpoints(
+            self.run_dir,
+            self.context,
+            self.config,
+            self.tokenizer,
+            self.precision,
+            self.model,
+            self.optimizer,
+            self.schedule,
+            self.scaler,
+            self.batches,
+        )
+        self.state = self.checkpoints.start(resume, self.metrics, self.log)
+        self.update = UpdateStep(
+            model=self.model,
+            optimizer=self.optimizer,
+            schedule=self.schedule,
+            scaler=self.scaler,
+            context=self.context,
+            precision=self.precision,
+            label_smoothing=train.label_smoothing,
+            pad_id=self.config.model.pad_id,
+            clip_norm=train.clip_norm,
+            compile=train.compile,
+        )
+
+    def checkpoint_state(self) -> dict | None:
+        """The full checkpoint dict on rank 0 (None elsewhere); collective: call on all ranks."""
+        return self.checkpoints.state(self.state)
+
+    def _save(self, numbered: bool, best: bool) -> None:
+        """Write checkpoint_last.pt (and numbered / best ones); collective."""
+        self.state.elapsed_seconds = self.progress.elapsed()
+        self.checkpoints.save(self.state, numbered, best)
+
+    def _validate(self) -> tuple[bool, bool]:
+        """Validate and update the best/early-stopping counters. Returns (is_best, stop_early)."""
+        metrics = self.validator.validate(self.model)
+        return self.validator.record(metrics, self.state, self.progress.elapsed() / 60)
+
+    def _describe(self) -> None:
+        """Print what will run: device, precision, model size, effective batch."""
+        train, world = self.config.train, self.context.world_size
+        params = sum(p.numel() for p in self.model.parameters())
+        self.log(
+            f"run directory {self.run_dir.path}; device {self.device} x {world} process(es); "
+            f"precision {self.precision}; {params:,} parameters"
+        )
+        self.log(
+            f"effective tokens per update: up to {train.max_tokens * self.update_freq * world:,} "
+            f"per side, padding included (max_tokens {train.max_tokens} x update_freq "
+            f"{self.update_freq} x {world} process(es))"
+        )
+
+    def train(self) -> TrainState:
+        """Train until max_steps, max_minutes, max_epochs or early stopping; checkpoint at the end.
+
+        Returns:
+            The final `TrainState` (with `stop_reason`).
+
+        Raises:
+            NonFiniteLossError: on a NaN/Inf loss unless `train.skip_nonfinite` (the last good
+                checkpoint is left as it is).
+        """
+        train, state = self.config.train, self.state
+        if self.context.is_main:
+            self.run_dir.write_config(config_to_dict(self.config))
+            self._describe()
+        self.progress = progress = TrainProgress(
+            self.metrics, train.max_steps, state.step, state.elapsed_seconds, self.context.is_main
+        )
+        last_save, saved_step, validated_step = time.monotonic(), state.step, state.step
+        consecutive_skips, stream, stop = 0, iter(self.batches), None
+        if train.max_minutes is not None and state.elapsed_seconds >= train.max_minutes * 60:
+            stop = "max_minutes"  # resumed with the time budget spent: no further update
+        while stop is None:
+            if state.step >= train.max_steps:
+                stop = "max_steps"
+                break
+            if (
+                train.max_epochs is not None
+                and self.batches.state_dict()["epoch"] > train.max_epochs
+            ):
+                stop = "max_epochs"
+                break
+            micro_batches = [next(stream) for _ in range(self.update_freq)]
+            lr = self.schedule.lr
+            time_up = train.max_minutes is not None and progress.elapsed() >= train.max_minutes * 60
+            save_due = train.save_interval_minutes is not None and (
+                time.monotonic() - last_save >= train.save_interval_minutes * 60
+            )
+            result = self.update(micro_batches, [time_up, save_due])
+            if result.applied:
+                state.step += 1
+            time_up, save_due = result.flags
+            consecutive_skips = 0 if result.finite else consecutive_skips + 1
+            if not result.finite:
+                self._handle_nonfinite(result, consecutive_skips)
+            if not result.applied:
+                continue
+            progress.add(result)
+            if state.step % train.log_interval_steps == 0 or state.step == train.max_steps:
+                epoch = self.batches.state_dict()["epoch"]
+                progress.write(state.step, lr, epoch, state.skipped_updates, result.grad_norm)
+            is_best = stop_early = False
+            if self.validator is not None and state.step % train.validate_interval_steps == 0:
+                is_best, stop_early = self._validate()
+                validated_step = state.step
+            if time_up or stop_early or state.step >= train.max_steps:
+                stop = "max_minutes" if time_up else "early_stopping" if stop_early else "max_steps"
+                if self.validator is not None and validated_step != state.step:
+                    is_best, _ = self._validate()
+            periodic = (
+                bool(train.save_interval_steps) and state.step % train.save_interval_steps == 0
+            )
+            if periodic or save_due or stop is not None:
+                self._save(numbered=True, best=is_best)
+                saved_step, last_save = state.step, time.monotonic()
+            elif is_best:
+                self._save(numbered=False, best=True)
+        progress.close()
+        if saved_step != state.step:
+            self._save(numbered=True, best=False)
+        state.stop_reason = stop
+        best = ""
+        if state.best_metric is not None:
+            best = f"; best {train.best_metric} {state.best_metric:.4g} at step {state.best_step}"
+        self.log(f"stopped at step {state.step} ({stop}){best}")
+        return state
+
+    def _handle_nonfinite(self, result: UpdateResult, consecutive: int) -> None:
+        """Skip and count the update (`skip_nonfinite`), or stop with a clear message."""
+        train = self.config.train
+        step = self.state.step + 1
+        value = result.loss_sum / max(result.tokens, 1)
+        if train.skip_nonfinite and consecutive < MAX_CONSECUTIVE_SKIPS:
+            self.state.skipped_updates += 1
+            self.log(
+                f"warning: non-finite loss ({value}) at step {step}: update skipped "
+                f"({self.state.skipped_updates} skipped so far)"
+            )
+            return
+        last = self.run_dir.last_path
+        kept = (
+            f"the last good checkpoint {last} is kept"
+            if last.is_file()
+            else ("no checkpoint had been written yet")
+        )
+        why = (
+            f"{consecutive} non-finite updates in a row"
+            if train.skip_nonfinite
+            else ("set train.skip_nonfinite=true to skip such updates instead")
+        )
+        raise NonFiniteLossError(
+            f"non-finite loss ({value}) at step {step}; training stopped and {kept} ({why}). "
+            "Lower the learning rate (train.lr_scale / train.peak_lr), raise "
+            "train.warmup_steps, or use train.clip_norm / train.precision=fp32."
+        )

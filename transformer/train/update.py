@@ -1,0 +1,139 @@
+"""One optimizer update with gradient accumulation over micro-batches and processes.
+
+The loss of an update is the label-smoothed loss summed over every real target token of all
+its micro-batches on all processes, divided by their number (section 5.4 normalisation): each
+micro-batch's summed loss is scaled by world_size / total_tokens before its backward pass
+(DistributedDataParallel then averages gradients over the world_size processes), so one batch
+and the same batch split into micro-batches or over processes give the same gradient.
+Gradients are synchronised across processes only after the last micro-batch (`no_sync`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+
+import torch
+
+from transformer.train.distributed import DistributedContext, all_reduce_sum
+from transformer.train.loss import label_smoothed_cross_entropy
+from transformer.train.optim import LRSchedule
+from transformer.train.precision import autocast
+
+
+@dataclasses.dataclass
+class UpdateResult:
+    """One update's sums over all micro-batches and processes.
+
+    Attributes:
+        loss_sum, nll_sum: Summed label-smoothed loss and NLL over real target tokens.
+        tokens: Real target tokens of the update.
+        flags: Stop/save requests, OR-ed over processes.
+        applied: False when no optimizer step was taken (non-finite loss, fp16 overflow).
+        grad_norm: Gradient norm before clipping (only with `clip_norm`).
+    """
+
+    loss_sum: float
+    nll_sum: float
+    tokens: int
+    flags: list[bool]
+    applied: bool = False
+    grad_norm: float | None = None
+
+    @property
+    def finite(self) -> bool:
+        return math.isfinite(self.loss_sum)
+
+
+class UpdateStep:
+    """Callable that performs one update; built once per training run.
+
+    In a distributed job the forward pass goes through a DistributedDataParallel wrapper of
+    `model` (gradients are averaged over processes); with `compile`, through torch.compile.
+
+    Args:
+        model: The un-wrapped model (its parameters are clipped and stepped).
+        optimizer, schedule, scaler: Adam, its LR schedule, the (possibly disabled) scaler.
+        context: This process's place in the job.
+        precision: Resolved precision ("fp32", "bf16", "fp16").
+        label_smoothing: epsilon_ls.
+        pad_id: Padding id of the target.
+        clip_norm: Gradient-norm clipping threshold, or None.
+        compile: Run the forward pass through torch.compile.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        schedule: LRSchedule,
+        scaler: torch.amp.GradScaler,
+        context: DistributedContext,
+        precision: str,
+        label_smoothing: float,
+        pad_id: int,
+        clip_norm: float | None,
+        compile: bool = False,
+    ) -> None:
+        self.model, self.ddp = model, None
+        forward_model: torch.nn.Module = model
+        if context.enabled:
+            device_ids = [context.device] if context.device.type == "cuda" else None
+            self.ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
+            forward_model = self.ddp
+        self.forward_model = torch.compile(forward_model) if compile else forward_model
+        self.optimizer, self.schedule, self.scaler = optimizer, schedule, scaler
+        self.context, self.device, self.precision = context, context.device, precision
+        self.label_smoothing, self.pad_id, self.clip_norm = label_smoothing, pad_id, clip_norm
+
+    def __call__(self, micro_batches: list, flags: list[bool]) -> UpdateResult:
+        """Forward/backward `micro_batches`, then one optimizer step if the loss is finite.
+
+        Args:
+            micro_batches: This process's batches of the update (see `BatchIterator`).
+            flags: This process's requests (stop, save), OR-ed over processes in the result.
+
+        Returns:
+            The update's `UpdateResult`; `applied` tells whether the optimizer stepped (and
+            the schedule advanced).
+        """
+        world = self.context.world_size
+        local_tokens = float(sum(batch.n_tgt_tokens for batch in micro_batches))
+        total = all_reduce_sum(torch.tensor([local_tokens], dtype=torch.float64), self.context)
+        scale = world / total.item()  # DDP averages gradients over processes
+        self.model.train()
+        sums = torch.zeros(2, dtype=torch.float64, device=self.device)
+        for i, batch in enumerate(micro_batches):
+            batch = batch.to(self.device, non_blocking=True)
+            sync = self.ddp is None or i == len(micro_batches) - 1
+            with contextlib.nullcontext() if sync else self.ddp.no_sync():
+                with autocast(self.precision, self.device):
+                    logits = self.forward_model(batch.src, batch.tgt_in)
+                out = label_smoothed_cross_entropy(
+                    logits, batch.tgt_out, self.label_smoothing, self.pad_id
+                )
+                self.scaler.scale(out.loss * scale).backward()
+            sums += torch.stack([out.loss.detach(), out.nll_loss]).double()
+        stats = torch.cat(
+            [sums.cpu(), torch.tensor([float(f) for f in flags], dtype=torch.float64)]
+        )
+        loss_sum, nll_sum, *flag_sums = all_reduce_sum(stats, self.context).tolist()
+        result = UpdateResult(loss_sum, nll_sum, int(total.item()), [f > 0 for f in flag_sums])
+        if not result.finite:
+            self.optimizer.zero_grad(set_to_none=True)
+            return result
+        if self.clip_norm is not None:
+            self.scaler.unscale_(self.optimizer)
+            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_norm)
+            result.grad_norm = float(norm)
+        scale_before = self.scaler.get_scale()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        # With fp16 the scaler skips a step whose gradients overflowed, and lowers its scale.
+        result.applied = not self.scaler.is_enabled() or self.scaler.get_scale() >= scale_before
+        if result.applied:
+            self.schedule.step()
+        return result
