@@ -1,8 +1,10 @@
 """Speed and memory of our Transformer against torch.nn.Transformer and Hugging Face Marian.
 
-    python -m benchmarks.benchmark --quick                       # < 5 min on 2 CPU cores
+    python -m benchmarks.benchmark --quick                       # smaller dims, fewer rounds
     python -m benchmarks.benchmark --json BENCHMARKS.json        # full mode, base dimensions
     python -m benchmarks.benchmark --device cuda --json gpu.json # item 4: tokens/s and MFU on a GPU
+
+(`python benchmarks/benchmark.py ...` works too.)
 
 What is measured (issue 6; the figures are explained in BENCHMARKS.md):
 1. training tokens/s (forward, loss, backward, Adam step), float32 and bf16 autocast, ours vs
@@ -29,9 +31,22 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from benchmarks.engines import Dims, random_batch, random_sources
-from benchmarks.report import check_targets, format_table, load_verdict, ratio_summary, summary
-from benchmarks.workers import (
+if __package__ in (None, ""):  # run as `python benchmarks/benchmark.py`, not with -m:
+    # import from the repo root, and take benchmarks/ off sys.path before torch is imported
+    # (its cuda.py would shadow NVIDIA's `cuda` package, which torch imports if present);
+    # the spawned workers inherit this sys.path
+    _HERE = Path(__file__).resolve().parent
+    sys.path[:] = [str(_HERE.parent), *(p for p in sys.path if p != str(_HERE))]
+
+from benchmarks.engines import Dims, random_batch, random_sources  # noqa: E402
+from benchmarks.report import (  # noqa: E402
+    check_targets,
+    format_table,
+    load_verdict,
+    ratio_summary,
+    summary,
+)
+from benchmarks.workers import (  # noqa: E402
     ProcessSettings,
     Worker,
     machine_info,

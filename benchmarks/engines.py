@@ -1,6 +1,9 @@
 """The three engines `benchmarks/benchmark.py` compares, built with identical arithmetic.
 
-- "ours": `transformer.Transformer`, decoded by the project's own `greedy_search`/`beam_search`.
+- "ours": `transformer.Transformer`, decoded by the project's own `greedy_search`/`beam_search`,
+  with its defaults as the trainer and `Translator` apply them: on an x86-64 CPU in float32 its
+  linear layers are swapped for oneDNN ones (`train.linear_kernel: auto`,
+  `transformer/cpu/onednn.py`) and every search runs inside `prepacked_weights`.
 - "torch_nn": `torch.nn.Transformer` with the same tied embedding / output projection, the
   sqrt(d_model) embedding scale and the same sinusoidal encodings; its two extra final
   LayerNorms are removed and its attention and feed-forward dropouts set to 0, so it computes the
@@ -25,6 +28,7 @@ from torch.nn import functional as F
 
 from benchmarks.peers import BOS_ID, EOS_ID, PAD_ID, TorchNNPeer, marian_peer
 from transformer import ModelConfig, Transformer
+from transformer.cpu.onednn import prepacked_weights, swap_linear_layers, use_onednn
 from transformer.decode.beam_search import beam_search
 from transformer.decode.greedy import greedy_search
 
@@ -108,7 +112,7 @@ class EosSuppressed(torch.nn.Module):
 
     This is the benchmark's logits processor (Hugging Face's `min_new_tokens` does the same):
     with `max_len_a=0, max_len_b=n` every output then has exactly n tokens. It is a module
-    holding the model, so the searches prepack its weights as they do for the model itself.
+    holding the model as a submodule, so `prepacked_weights(wrapper)` packs the model's layers.
     """
 
     def __init__(self, model: Transformer) -> None:
@@ -137,6 +141,12 @@ class Engine:
         seed: Seed of the random weights.
         device: "cpu" or "cuda".
         compile_model: Wrap the model in `torch.compile` (item 4).
+
+    Attributes:
+        onednn: Ours only: whether its linear layers were swapped for `OneDNNLinear`, by the
+            policy of `train.linear_kernel: auto` (`use_onednn`): float32 on an x86-64 CPU
+            outside torch.compile. Under bf16 autocast the swapped layers compute with
+            `torch.nn.functional.linear`, as plain layers do, so one swap at build serves both.
     """
 
     def __init__(
@@ -153,6 +163,9 @@ class Engine:
         else:
             raise ValueError(f"engine ({name!r}) must be 'ours', 'torch_nn' or 'hf'")
         model = model.to(self.device)
+        self.onednn = name == "ours" and use_onednn("auto", self.device, "fp32", compile_model)
+        if self.onednn:
+            swap_linear_layers(model)  # in place: same parameters, as the trainer does
         self.optimizer = torch.optim.Adam(
             model.parameters(),
             lr=1e-5,
@@ -167,6 +180,8 @@ class Engine:
         trained = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
         frozen = sum(p.numel() for p in self.model.parameters() if not p.requires_grad)
         info = {"engine": self.name, "parameters": trained, "dims": asdict(self.dims)}
+        if self.name == "ours":
+            info["linear_layers"] = "oneDNN" if self.onednn else "torch.nn.Linear"
         if frozen:  # HF Marian stores its sinusoidal table as a frozen parameter
             info["frozen_parameters"] = frozen
         if self.name == "hf":
@@ -258,11 +273,19 @@ class Engine:
         if self.name != "ours":
             raise ValueError(f"engine {self.name!r} has no decoder in this benchmark")
         model = EosSuppressed(self.model)
-        if beam_size == 1:
-            hyps = greedy_search(model, src, max_len_a=0.0, max_len_b=length, use_cache=cache)
-        else:
-            nbest = beam_search(
-                model, src, beam_size=beam_size, max_len_a=0.0, max_len_b=length, use_cache=cache
-            )
-            hyps = [h[0] for h in nbest]
+        # Weights reordered for oneDNN once per search, inside the timed call; rows per step =
+        # sentences x beams (no-op for plain layers and below MIN_PACKING_ROWS rows).
+        with prepacked_weights(model, rows=src.shape[0] * beam_size):
+            if beam_size == 1:
+                hyps = greedy_search(model, src, max_len_a=0.0, max_len_b=length, use_cache=cache)
+            else:
+                nbest = beam_search(
+                    model,
+                    src,
+                    beam_size=beam_size,
+                    max_len_a=0.0,
+                    max_len_b=length,
+                    use_cache=cache,
+                )
+                hyps = [h[0] for h in nbest]
         return [h.tokens for h in hyps]

@@ -1,13 +1,15 @@
 """Time the model's float32 CPU products with PyTorch's default (MKL) and with oneDNN.
 
     python benchmarks/linear_kernels.py [--threads 2] [--rounds 7]
+    python -m benchmarks.linear_kernels [--threads 2] [--rounds 7]
 
 For each product shape of the base model (W^Q/W^K/W^V/W^O, W_1, W_2 and the output projection,
-at a training batch of 512 rows and at one greedy decoding step of 8 rows), times
-`transformer.linear.Linear` with `kernel="torch"` (`torch.nn.functional.linear`) and with
-`kernel="onednn"`, forward and forward + backward, on the same weights and inputs, alternating
-the kernels round by round, and prints the medians, their ratio and the largest difference of
-the outputs. This is the measurement behind `model.linear_kernel: auto` (see BENCHMARKS.md).
+at a training batch of 512 rows and at one greedy decoding step of 8 rows), times a plain
+`torch.nn.Linear` (`torch.nn.functional.linear`, "torch") and the same layer swapped for
+`OneDNNLinear` by `swap_linear_layers` (`transformer/cpu/onednn.py`, "oneDNN"), forward and
+forward + backward, on the same weights and inputs, alternating the kernels round by round, and
+prints the medians, their ratio and the largest difference of the outputs. This is the
+measurement behind `train.linear_kernel: auto` (the figures are in BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -16,10 +18,18 @@ import argparse
 import statistics
 import sys
 import time
+from pathlib import Path
 
-import torch
+if __package__ in (None, ""):  # run as `python benchmarks/linear_kernels.py`, not with -m:
+    # import from the repo root, and take benchmarks/ off sys.path before torch is imported
+    # (its cuda.py would shadow NVIDIA's `cuda` package, which torch imports if present)
+    _HERE = Path(__file__).resolve().parent
+    sys.path[:] = [str(_HERE.parent), *(p for p in sys.path if p != str(_HERE))]
 
-from transformer.cpu.onednn import Linear, onednn_available
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+from transformer.cpu.onednn import onednn_available, swap_linear_layers  # noqa: E402
 
 SHAPES = (  # (name, out features O, in features I)
     ("W^Q, W^K, W^V, W^O", 512, 512),
@@ -43,13 +53,28 @@ def time_call(fn, rounds: int) -> float:
 def measure(out_features: int, in_features: int, rows: int, rounds: int) -> dict[str, float]:
     """Forward and forward + backward seconds of both kernels for one product shape.
 
+    Args:
+        out_features, in_features: The weight's O x I.
+        rows: Input rows (tokens in a batch, or sentences x beams in a decoding step).
+        rounds: Timed calls per kernel, alternating the kernels.
+
+    Returns:
+        {"forward_torch", "forward_onednn", "train_torch", "train_onednn"} median seconds, and
+        "max_abs_diff" between the two outputs.
+
+    Raises:
+        RuntimeError: when the swapped layer would not compute with oneDNN here.
+
     Shape:
         input: (rows, I). weight: (O, I). output: (rows, O).
     """
     torch.manual_seed(0)
-    layers = {k: Linear(in_features, out_features, kernel=k) for k in ("torch", "onednn")}
-    layers["onednn"].load_state_dict(layers["torch"].state_dict())
+    layers = {k: nn.Linear(in_features, out_features) for k in ("torch", "onednn")}
+    layers["onednn"].load_state_dict(layers["torch"].state_dict())  # the same weights
+    swap_linear_layers(layers["onednn"])  # now an OneDNNLinear; "torch" stays nn.Linear
     x = torch.randn(rows, in_features, requires_grad=True)
+    if not layers["onednn"].uses_onednn(x):
+        raise RuntimeError("the swapped layer would compute with torch.nn.functional.linear")
     grad = torch.randn(rows, out_features)
     result = {}
     with torch.no_grad():
