@@ -43,8 +43,8 @@ class TrainConfig:
         precision: "auto" (bf16 autocast on GPUs that support it, else fp32), "fp32",
             "bf16" (autocast; also on CPU), "fp16" (autocast + gradient scaling).
         compile: Run the model through torch.compile.
-        linear_kernel: Float32 CPU matrix products: "auto" (oneDNN on x86-64 CPUs, where it was
-            measured faster), "onednn" or "torch" (`torch.nn.functional.linear`); applied to
+        linear_kernel: Float32 CPU matrix products: "auto" (oneDNN on x86-64 CPUs, faster there:
+            BENCHMARKS.md), "onednn" or "torch" (`torch.nn.functional.linear`); applied to
             the built model by `transformer.cpu.onednn`, never stored in the model config.
         device: "auto" (CUDA when present), "cpu", "cuda", "cuda:N".
         seed: Seeds weights initialisation, dropout and batch shuffling.

@@ -110,8 +110,8 @@ def build_optimizer(model: torch.nn.Module, train: TrainConfig) -> torch.optim.A
     Tied parameters (shared embeddings) appear once in `model.parameters()`, so they get one
     Adam state. `weight_decay` (0 in the paper) uses Adam's L2 form. Parameters on CPU or CUDA
     use PyTorch's fused Adam (`fused=True`: the same update in one kernel per parameter group,
-    about 3x faster than the default multi-tensor loop for the base model on our benchmark
-    CPU; Hugging Face's Trainer also defaults to it with torch >= 2.8).
+    faster than the default multi-tensor loop, see BENCHMARKS.md; Hugging Face's Trainer also
+    defaults to it with torch >= 2.8).
 
     Returns:
         The optimizer; its rate is set by `build_lr_schedule`.
