@@ -1,28 +1,26 @@
-"""The docs cannot rot: every code reference in docs/attention.md still points at the lines it
-quotes, every image it shows exists, and its "check it yourself" example still runs.
+"""The docs cannot rot: every code reference in docs/attention.md still names code that holds
+the lines it quotes, every image it shows exists, and its "check it yourself" example still runs.
 
-A reference is a link whose text and target are the same `path#La-Lb` (e.g.
-[`transformer/attention.py#L71`](../transformer/attention.py#L71)), followed by a fenced code
-block holding exactly those lines (dedented), or by `inline code` on the same line that occurs
-in them. The reference is the repository's files themselves.
+A reference is a link whose text is `path:Symbol` and whose target is the file, e.g.
+[`transformer/model/attention.py:MultiHeadAttention.forward`](../transformer/model/attention.py),
+followed by a fenced code block whose lines (dedented) are consecutive lines of that function or
+class, or by `inline code` on the same line that occurs in it. Symbols are found by name
+(`ast`), never by line number, so code may move within its file without breaking the page.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.evaluate.test_attention_maps import tiny_model, tiny_tokenizer
-
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "attention.md"
-REFERENCE = re.compile(
-    r"\[`(?P<text>[^`]+)`\]\(\.\./(?P<path>[^)#\s]+)#L(?P<first>\d+)(?:-L(?P<last>\d+))?\)"
-)
-LINK_TO_LINES = re.compile(r"\]\([^)\s]*#L\d+[^)]*\)")
+REFERENCE = re.compile(r"\[`(?P<path>[^`:]+\.py):(?P<symbol>[\w.]+)`\]\(\.\./(?P<target>[^)\s]+)\)")
+CODE_LINK = re.compile(r"\]\(\.\./transformer/[^)\s]*\)")
 IMAGE = re.compile(r"!\[[^\]]*\]\((?P<path>[^)\s]+)\)")
 FENCE = re.compile(r"```python\n(?P<body>.*?)```", re.DOTALL)
 INLINE = re.compile(r"\s*[:\u2014-]?\s*`(?P<quote>[^`]+)`")
@@ -30,12 +28,9 @@ EXECUTED_MARKER = "<!-- executed by tests/test_docs.py"
 
 
 def references(text: str) -> list[dict]:
-    """Each reference with its quote: path, first/last line (1-based), and block or inline text."""
+    """Each reference with its quote: path, symbol, doc line, and the block or inline text."""
     found = []
     for match in REFERENCE.finditer(text):
-        first = int(match["first"])
-        last = int(match["last"] or first)
-        line_of = text.count("\n", 0, match.start()) + 1
         after = text[match.end() :]
         inline = INLINE.match(after.split("\n", 1)[0])
         block = FENCE.match(after.lstrip("\n"))
@@ -44,11 +39,10 @@ def references(text: str) -> list[dict]:
             quote, kind = block["body"], "block"
         found.append(
             {
-                "text": match["text"],
                 "path": match["path"],
-                "first": first,
-                "last": last,
-                "doc_line": line_of,
+                "target": match["target"],
+                "symbol": match["symbol"],
+                "doc_line": text.count("\n", 0, match.start()) + 1,
                 "quote": quote,
                 "kind": kind,
             }
@@ -56,49 +50,81 @@ def references(text: str) -> list[dict]:
     return found
 
 
+def symbol_source(path: Path, symbol: str) -> str | None:
+    """The source of `symbol` (`function`, `Class` or `Class.method`) in `path`, or None."""
+    source = path.read_text(encoding="utf-8")
+    scope: list[ast.stmt] = ast.parse(source).body
+    node = None
+    for name in symbol.split("."):
+        node = next(
+            (
+                n
+                for n in scope
+                if isinstance(n, ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef)
+                and n.name == name
+            ),
+            None,
+        )
+        if node is None:
+            return None
+        scope = node.body
+    lines = source.split("\n")
+    return "\n".join(lines[node.lineno - 1 : node.end_lineno])
+
+
+def holds_block(code: str, block: str) -> bool:
+    """Whether the dedented `block` equals some run of consecutive lines of `code`, dedented."""
+    wanted = textwrap.dedent(block).strip("\n").split("\n")
+    lines = code.split("\n")
+    for start in range(len(lines) - len(wanted) + 1):
+        window = textwrap.dedent("\n".join(lines[start : start + len(wanted)])).split("\n")
+        if window == wanted:
+            return True
+    return False
+
+
 @pytest.fixture(scope="module")
 def doc_text() -> str:
     return DOC.read_text(encoding="utf-8")
 
 
-def test_every_link_to_lines_is_a_checked_reference(doc_text):
+def test_every_code_link_is_a_checked_reference(doc_text):
     refs = references(doc_text)
-    assert len(LINK_TO_LINES.findall(doc_text)) == len(refs), "a #L link is not in reference form"
+    assert len(CODE_LINK.findall(doc_text)) == len(refs), "a code link is not in reference form"
     assert len(refs) >= 10
     paths = {ref["path"] for ref in refs}
-    assert {"transformer/attention.py", "transformer/encoder.py", "transformer/decoder.py"} <= paths
+    model = {"attention.py", "encoder.py", "decoder.py"}
+    assert {f"transformer/model/{name}" for name in model} <= paths
 
 
-def test_references_still_point_at_the_quoted_lines(doc_text):
+def test_references_still_name_code_that_holds_the_quoted_lines(doc_text):
     problems = []
     for ref in references(doc_text):
-        where = f"docs/attention.md:{ref['doc_line']} -> {ref['path']}#L{ref['first']}"
-        anchor = f"{ref['path']}#L{ref['first']}" + (
-            f"-L{ref['last']}" if ref["last"] != ref["first"] else ""
-        )
-        source = ROOT / ref["path"]
-        if ref["text"] != anchor:
-            problems.append(f"{where}: link text {ref['text']!r} differs from target {anchor!r}")
+        where = f"docs/attention.md:{ref['doc_line']} -> {ref['path']}:{ref['symbol']}"
+        if ref["target"] != ref["path"]:
+            problems.append(f"{where}: links to {ref['target']}, not to {ref['path']}")
             continue
-        if not source.is_file():
-            problems.append(f"{where}: no such file")
-            continue
-        lines = source.read_text(encoding="utf-8").split("\n")
-        if not 1 <= ref["first"] <= ref["last"] <= len(lines):
-            problems.append(f"{where}: lines out of range (file has {len(lines)})")
-            continue
-        cited = "\n".join(lines[ref["first"] - 1 : ref["last"]])
-        if ref["kind"] is None:
+        path = ROOT / ref["path"]
+        code = symbol_source(path, ref["symbol"]) if path.is_file() else None
+        if code is None:
+            problems.append(f"{where}: no such file or symbol")
+        elif ref["kind"] is None:
             problems.append(f"{where}: no quoted code after the reference")
-        elif ref["kind"] == "inline" and ref["quote"] not in cited:
-            problems.append(f"{where}: {ref['quote']!r} is not in the cited lines:\n{cited}")
-        elif ref["kind"] == "block":
-            expected = textwrap.dedent(cited).strip("\n")
-            if textwrap.dedent(ref["quote"]).strip("\n") != expected:
-                problems.append(
-                    f"{where}: the quoted block differs; the lines now read:\n{expected}"
-                )
+        elif ref["kind"] == "inline" and ref["quote"] not in code:
+            problems.append(f"{where}: {ref['quote']!r} is not in {ref['symbol']}")
+        elif ref["kind"] == "block" and not holds_block(code, ref["quote"]):
+            problems.append(
+                f"{where}: the quoted block is not in {ref['symbol']}, which reads:\n{code}"
+            )
     assert not problems, "\n\n".join(problems)
+
+
+def test_a_changed_line_is_caught():
+    """The check fails when a quote no longer matches (a test of the test)."""
+    code = symbol_source(ROOT / "transformer/model/attention.py", "MultiHeadAttention.split_heads")
+    assert code is not None and holds_block(code, "B, L, _ = x.shape")
+    assert not holds_block(code, "B, L, _ = x.size()")
+    assert symbol_source(ROOT / "transformer/model/attention.py", "MultiHeadAttention.nope") is None
 
 
 def test_images_exist(doc_text):
@@ -108,12 +134,11 @@ def test_images_exist(doc_text):
     assert not missing
 
 
-def test_check_it_yourself_example_runs(doc_text):
+def test_check_it_yourself_example_runs(doc_text, tiny_model, tiny_tokenizer):
     """The example recomputes equation 1 by hand and asserts it equals `attention_weights`."""
     start = doc_text.index(EXECUTED_MARKER)
     block = FENCE.search(doc_text, start)
     assert block is not None
-    tokenizer = tiny_tokenizer()
-    model = tiny_model(tokenizer.vocab_size)
-    assert not model.config.norm_first  # the example is written for the paper's post-norm
-    exec(compile(block["body"], str(DOC), "exec"), {"model": model, "tokenizer": tokenizer})
+    assert not tiny_model.config.norm_first  # the example is written for the paper's post-norm
+    namespace = {"model": tiny_model, "tokenizer": tiny_tokenizer}
+    exec(compile(block["body"], str(DOC), "exec"), namespace)
