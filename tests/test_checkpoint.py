@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -23,7 +24,11 @@ from transformer.checkpoint import (
     strip_wrapper_prefixes,
 )
 from transformer.data.tokenizer import Tokenizer
-from transformer.train.state import capture_rng_state, restore_rng_state
+from transformer.train.state import (
+    capture_rng_state,
+    restore_rng_state,
+    restore_training_checkpoint,
+)
 
 SENTENCES = [
     "a man rides a bike down the street",
@@ -38,10 +43,16 @@ def spm_bytes() -> bytes:
     return Tokenizer.train(SENTENCES, vocab_size=40)
 
 
-def _model() -> Transformer:
+def _model(**overrides) -> Transformer:
     torch.manual_seed(0)
     config = ModelConfig(
-        vocab_size=40, d_model=16, d_ff=32, n_heads=2, n_encoder_layers=1, n_decoder_layers=1
+        vocab_size=40,
+        d_model=16,
+        d_ff=32,
+        n_heads=2,
+        n_encoder_layers=1,
+        n_decoder_layers=1,
+        **overrides,
     )
     return Transformer(config)
 
@@ -233,3 +244,56 @@ def test_unknown_or_unavailable_device_is_a_clear_error(tmp_path, spm_bytes, dev
     torch.save(_checkpoint(_model(), spm_bytes), path)
     with pytest.raises(ValueError, match=f"device '{device}'"):
         load_checkpoint(path, device=device)
+
+
+def _separate_copies(state_dict: dict) -> dict:
+    """The weights as another tool may write them: every key its own tensor (no shared storage)."""
+    return {key: value.clone() for key, value in state_dict.items()}
+
+
+TIED_COPIES_THAT_DIFFER = [
+    (True, "tgt_embed.weight", "'src_embed.weight' and 'tgt_embed.weight'"),
+    (True, "output_projection.weight", "'src_embed.weight' and 'output_projection.weight'"),
+    (False, "output_projection.weight", "'tgt_embed.weight' and 'output_projection.weight'"),
+]
+
+
+@pytest.mark.parametrize("share, changed, keys", TIED_COPIES_THAT_DIFFER)
+def test_tied_copies_that_differ_are_refused_naming_the_file_and_keys(
+    tmp_path, spm_bytes, share, changed, keys
+):
+    model = _model(share_embeddings=share)
+    weights = _separate_copies(model.state_dict())
+    weights[changed][5, 3] += 1.0
+    path = tmp_path / "edited.pt"
+    save_checkpoint({**_checkpoint(model, spm_bytes), "model": weights}, path)
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}: tied weights {keys} differ"):
+        load_checkpoint(path)
+
+
+@pytest.mark.parametrize("share, changed, keys", TIED_COPIES_THAT_DIFFER)
+def test_resuming_refuses_tied_copies_that_differ(tmp_path, spm_bytes, share, changed, keys):
+    model = _model(share_embeddings=share)
+    weights = _separate_copies(model.state_dict())
+    weights[changed][0, 0] -= 0.5
+    training = {"optimizer": {}, "lr_scheduler": {}, "data_position": {}, "train_state": {}}
+    checkpoint = {**_checkpoint(model, spm_bytes), "model": weights, **training}
+    path = tmp_path / "checkpoint_last.pt"
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}: tied weights {keys} differ"):
+        restore_training_checkpoint(  # the components after the weights are never reached
+            checkpoint, path, model=model, optimizer=None, schedule=None, scaler=None, batches=None
+        )
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_separate_but_equal_tied_copies_load_and_stay_tied(tmp_path, spm_bytes, share):
+    model = _model(share_embeddings=share)
+    weights = _separate_copies(model.state_dict())
+    if not share:  # the source embedding is not tied to anything: it may hold anything
+        weights["src_embed.weight"] += 1.0
+    path = tmp_path / "copies.pt"
+    save_checkpoint({**_checkpoint(model, spm_bytes), "model": weights}, path)
+    loaded, _, _ = load_checkpoint(path)
+    for key, value in weights.items():
+        assert torch.equal(loaded.state_dict()[key], value), key
+    assert loaded.tgt_embed.weight.data_ptr() == loaded.output_projection.weight.data_ptr()

@@ -17,12 +17,12 @@ from the file alone.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 from pathlib import Path
 
 import torch
 
+from transformer.atomic import atomic_write
 from transformer.config import RETIRED_KEYS, Config, config_from_dict
 from transformer.data.tokenizer import Tokenizer
 from transformer.device import resolve_device
@@ -34,69 +34,16 @@ WRAPPER_PREFIXES = ("module.", "_orig_mod.")
 
 
 def save_checkpoint(state: dict, path: str | Path) -> None:
-    """Write `state` to `path` atomically.
+    """Write `state` to `path` atomically (`transformer.atomic.atomic_write`).
 
-    The state is written to a temporary file in the same directory, flushed and fsynced, then
-    renamed over `path` (an atomic replace on POSIX), and the directory is fsynced. A process
-    killed at any moment leaves either the old file or the new one under `path`, never a
-    truncated one.
+    A process killed at any moment leaves either the old file or the new one under `path`,
+    never a truncated one.
 
     Args:
         state: The checkpoint dict (tensors and plain values only).
-        path: Final file name.
+        path: Final file name; its directory must exist.
     """
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
-    try:
-        with open(tmp, "wb") as file:
-            torch.save(state, file)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    _fsync_directory(path.parent)
-
-
-def link_checkpoint(source: str | Path, path: str | Path) -> None:
-    """Make `path` a copy of the finished checkpoint `source`, atomically.
-
-    Uses a hard link when the file system allows it (no extra disk space or time), else a copy;
-    either way through a temporary name and an atomic rename.
-    """
-    source, path = Path(source), Path(path)
-    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
-    try:
-        if tmp.exists():
-            tmp.unlink()
-        try:
-            os.link(source, tmp)
-        except OSError:
-            with open(source, "rb") as src_file, open(tmp, "wb") as file:
-                while chunk := src_file.read(1 << 24):
-                    file.write(chunk)
-                file.flush()
-                os.fsync(file.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    _fsync_directory(path.parent)
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make a rename in `directory` durable (no-op where directories cannot be opened)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    atomic_write(path, lambda file: torch.save(state, file))
 
 
 def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
@@ -197,6 +144,37 @@ def _model_config(stored, path) -> ModelConfig:
         raise ValueError(f"{path}: invalid model_config: {error}") from error
 
 
+def check_tied_weights(state_dict: dict, model: torch.nn.Module, path: str | Path) -> None:
+    """Refuse a state dict whose copies of one tied matrix hold different values.
+
+    The Transformer ties its embeddings and output projection (section 3.4): one matrix under
+    several state_dict keys (`src_embed.weight`, `tgt_embed.weight` and
+    `output_projection.weight` with `share_embeddings`; the last two without). `torch.save` of
+    our state dict stores it once; a state dict edited after loading, or written by another
+    tool, may hold separate copies. Equal copies are fine; different ones would otherwise be
+    loaded silently (the last key wins) or averaged by their first key only.
+
+    Args:
+        state_dict: The stored weights, wrapper prefixes stripped.
+        model: The model they are for (its tied keys name one tensor); may be on "meta".
+        path: The file, named in the error.
+
+    Raises:
+        ValueError: naming `path` and the keys of the first tied matrix whose copies differ.
+    """
+    keys_of_tensor: dict[int, list[str]] = {}
+    for key, tensor in model.state_dict(keep_vars=True).items():
+        keys_of_tensor.setdefault(id(tensor), []).append(key)
+    for tied in keys_of_tensor.values():
+        stored = [key for key in tied if key in state_dict]  # load_state_dict reports the rest
+        for key in stored[1:]:
+            if not torch.equal(state_dict[stored[0]], state_dict[key]):  # shapes included
+                raise ValueError(
+                    f"{path}: tied weights {stored[0]!r} and {key!r} differ (the model uses "
+                    f"one matrix for {', '.join(tied)}); refusing to pick one of them"
+                )
+
+
 def load_checkpoint(
     path: str | Path, device: str | torch.device = "cpu"
 ) -> tuple[Transformer, Tokenizer, Config]:
@@ -211,14 +189,17 @@ def load_checkpoint(
 
     Raises:
         FileNotFoundError, ValueError: see `read_checkpoint`; ValueError also when the weights
-            do not fit the stored model config, or for an unknown or unavailable device.
+            do not fit the stored model config, when copies of a tied matrix differ
+            (`check_tied_weights`), or for an unknown or unavailable device.
     """
     device = resolve_device(device, what="device")
     state = read_checkpoint(path)
     model_config = _model_config(state.get("model_config"), path)
     model = Transformer(model_config)
+    weights = strip_wrapper_prefixes(state["model"])
+    check_tied_weights(weights, model, path)
     try:
-        model.load_state_dict(strip_wrapper_prefixes(state["model"]))
+        model.load_state_dict(weights)
     except RuntimeError as error:
         raise ValueError(
             f"{path}: weights do not match the stored model config: {error}"

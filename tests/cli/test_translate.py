@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from tests.decode.test_translator import model, synthetic_sentences, tokenizer, write_checkpoint  # noqa: F401
-from transformer.cli.common import decoding_settings, warn_capped_lines
+from transformer.cli.common import decoding_config, warn_capped_lines
 from transformer.cli.translate import _exactly, build_parser, main
 from transformer.decode.config import DecodeConfig
 from transformer.decode.translator import Translator
@@ -67,9 +67,11 @@ def test_errors_are_one_clear_line(checkpoint, tmp_path, capsys):
     assert main(["--checkpoint", str(checkpoint), "--input", str(missing_input)]) == 1
     assert "missing.en" in capsys.readouterr().err
     nbest = ["--checkpoint", str(checkpoint), "--input", str(source), "--nbest", "5"]
-    assert main(nbest + ["--beam-size", "4"]) == 1
+    assert main(nbest + ["--beam-size", "4"]) == 2  # a wrong command line
     assert "nbest (5) must be between 1 and beam_size (4)" in capsys.readouterr().err
-    assert main(["--checkpoint", str(checkpoint), "--nbest", "2", "--greedy"]) == 1
+    assert main(nbest) == 2  # against the checkpoint's beam (the paper's 4)
+    assert "nbest (5) must be between 1 and beam_size (4)" in capsys.readouterr().err
+    assert main(["--checkpoint", str(checkpoint), "--nbest", "2", "--greedy"]) == 2
     assert "needs beam search" in capsys.readouterr().err
     same = ["--checkpoint", str(checkpoint), "--input", str(source), "--output", str(source)]
     assert main(same) == 1
@@ -95,18 +97,16 @@ def test_runs_as_module():
 def test_unset_options_come_from_the_checkpoint_decode_section():
     args = build_parser().parse_args(["--checkpoint", "c.pt", "--length-penalty", "1.0"])
     decode = DecodeConfig(beam_size=6, length_penalty=0.2, max_len_b=20)
-    settings = decoding_settings(args, decode)
-    assert settings == {
-        "beam_size": 6,
-        "length_penalty": 1.0,  # given on the command line
-        "length_penalty_style": "gnmt",
-        "max_len_a": 1.0,
-        "max_len_b": 20,
-        "max_tokens": 4096,
-        "greedy": False,
-    }
-    paper = decoding_settings(build_parser().parse_args(["--checkpoint", "c.pt"]), None)
-    assert (paper["beam_size"], paper["length_penalty"], paper["max_len_b"]) == (4, 0.6, 50)
+    assert decoding_config(args, decode) == DecodeConfig(
+        beam_size=6,
+        length_penalty=1.0,  # given on the command line
+        length_penalty_style="gnmt",
+        max_len_a=1.0,
+        max_len_b=20,
+        max_tokens=4096,
+    )
+    paper = decoding_config(build_parser().parse_args(["--checkpoint", "c.pt"]))
+    assert (paper.beam_size, paper.length_penalty, paper.max_len_b) == (4, 0.6, 50)
 
 
 def test_nbest_pads_to_exactly_n_lines():
@@ -128,14 +128,15 @@ def test_nbest_pads_to_exactly_n_lines():
 )
 def test_decoding_options_are_checked_before_the_model_loads(tmp_path, capsys, option, value):
     missing = str(tmp_path / "never-read.pt")
-    assert main(["--checkpoint", missing, option, value]) == 1
-    error = capsys.readouterr().err
+    assert main(["--checkpoint", missing, option, value]) == 2
+    usage, error = capsys.readouterr().err.splitlines()[-2:]  # as argparse prints its errors
+    assert usage.startswith("  ") or usage.startswith("usage: ")
     assert error.startswith(f"transformer-translate: error: {option} (")
     assert "never-read.pt" not in error
 
 
 def test_unknown_device_lists_the_choices(tmp_path, capsys):
-    assert main(["--checkpoint", str(tmp_path / "never-read.pt"), "--device", "foo"]) == 1
+    assert main(["--checkpoint", str(tmp_path / "never-read.pt"), "--device", "foo"]) == 2
     error = capsys.readouterr().err
     assert "--device 'foo'" in error and "cpu, cuda, cuda:N or auto" in error
 

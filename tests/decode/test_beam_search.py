@@ -124,18 +124,12 @@ def test_wide_beam_finds_the_brute_force_optimum(alpha, style, nbest):
             assert h.score == pytest.approx(score, abs=1e-5)
 
 
-def test_max_length_and_argument_checks():
+def test_max_length_is_respected():
     model = tiny_model(eos_boost=0.0)
     src = random_batch(7, 40, [4, 2])
     for (h,) in beam_search(model, src, beam_size=3, max_len_a=0.0, max_len_b=3):
         assert h.length <= 3
         assert not set(h.tokens) & {0, 2}
-    with pytest.raises(ValueError, match="nbest"):
-        beam_search(model, src, beam_size=2, nbest=3)
-    with pytest.raises(ValueError, match="beam_size"):
-        beam_search(model, src, beam_size=0)
-    with pytest.raises(ValueError, match="length_penalty_style"):
-        beam_search(model, src, length_penalty_style="avg")
 
 
 def test_batch_rows_leave_the_cache_as_sentences_finish():

@@ -87,8 +87,6 @@ def test_length_sorted_batches_cover_every_index_within_budget():
     assert [lengths[b[0]] for b in batches] == sorted(
         (lengths[b[0]] for b in batches), reverse=True
     )
-    with pytest.raises(ValueError, match="max_tokens"):
-        length_sorted_batches(lengths, 0)
 
 
 def test_translate_equals_each_sentence_alone_in_input_order(model, tokenizer):
@@ -180,6 +178,9 @@ def test_from_checkpoint_round_trip_and_errors(model, tokenizer, tmp_path):
         (dict(length_penalty=float("inf")), "length_penalty"),
         (dict(beam_size=0), r"beam_size \(0\) must be at least 1"),
         (dict(length_penalty_style="fairseq"), "length_penalty_style"),
+        (dict(max_tokens=0), r"max_tokens \(0\) must be at least 1"),
+        (dict(beam_size=None), r"beam_size \(None\) must be an integer"),
+        (dict(max_len_b=8.5), r"max_len_b \(8\.5\) must be an integer"),
     ],
 )
 def test_settings_out_of_range_are_refused_like_the_cli(model, tokenizer, kwargs, message):
@@ -188,6 +189,17 @@ def test_settings_out_of_range_are_refused_like_the_cli(model, tokenizer, kwargs
         translator.translate(["a man ."], **kwargs)
     with pytest.raises(ValueError, match=message):
         translator.translate_nbest([""], nbest=1, **kwargs)  # even with nothing to translate
+
+
+@pytest.mark.parametrize("nbest", [0, 3, 1.5])
+def test_nbest_outside_the_beam_is_refused_before_translating(model, tokenizer, nbest):
+    with pytest.raises(ValueError, match=rf"nbest \({nbest}\) must be"):
+        Translator(model, tokenizer).translate_nbest([""], beam_size=2, nbest=nbest)
+
+
+def test_unknown_device_is_named(model, tokenizer):
+    with pytest.raises(ValueError, match=r"device 'gpu0' is not a device"):
+        Translator(model, tokenizer, device="gpu0")
 
 
 def test_non_string_sentences_are_named(model, tokenizer):

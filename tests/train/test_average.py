@@ -108,9 +108,9 @@ def test_mismatched_checkpoints_name_the_key(tmp_path, spm_bytes, capsys):
     c = _write(tmp_path / "c.pt", spm_bytes, 1.0, 3, extra={"extra.buffer": torch.zeros(2)})
     with pytest.raises(ValueError, match="extra.buffer"):
         average_checkpoints([a, c])
-    assert main(["--inputs", str(a), str(c), "--output", str(tmp_path / "x.pt")]) == 2
+    assert main(["--inputs", str(a), str(c), "--output", str(tmp_path / "x.pt")]) == 1
     assert "extra.buffer" in capsys.readouterr().err
-    assert main(["--last", "5", "--dir", str(tmp_path), "--output", str(tmp_path / "y.pt")]) == 2
+    assert main(["--last", "5", "--dir", str(tmp_path), "--output", str(tmp_path / "y.pt")]) == 1
 
 
 def test_different_vocabulary_or_model_config_names_both_files(tmp_path, spm_bytes):
@@ -135,7 +135,7 @@ def test_output_parents_are_created_and_a_directory_is_refused(tmp_path, spm_byt
     assert main(["--inputs", str(a), "--output", str(output)]) == 0
     assert read_checkpoint(output)["step"] == 1
     capsys.readouterr()
-    assert main(["--inputs", str(a), "--output", str(tmp_path)]) == 2
+    assert main(["--inputs", str(a), "--output", str(tmp_path)]) == 1
     assert f"--output {tmp_path} is a directory" in capsys.readouterr().err
 
 
@@ -157,10 +157,31 @@ def test_output_never_replaces_an_input_or_a_training_checkpoint(tmp_path, spm_b
     a = _write(tmp_path / "checkpoint_1.pt", spm_bytes, 1.0, 1)
     b = _write(tmp_path / "checkpoint_2.pt", spm_bytes, 3.0, 2)
     before = {p: p.read_bytes() for p in (a, b)}
-    assert main(["--inputs", str(a), str(b), "--output", str(b)]) == 2
+    assert main(["--inputs", str(a), str(b), "--output", str(b)]) == 1
     assert "is also an input of this command" in capsys.readouterr().err
     for name in ("checkpoint_last.pt", "checkpoint_7.pt"):
         assert main(["--inputs", str(a), str(b), "--output", str(tmp_path / name)]) == 2
         assert "a name training writes and resumes from" in capsys.readouterr().err
         assert not (tmp_path / name).exists()
     assert {p: p.read_bytes() for p in (a, b)} == before
+
+
+def test_tied_copies_that_differ_are_refused_naming_the_file_and_keys(tmp_path, spm_bytes):
+    a = _write(tmp_path / "a.pt", spm_bytes, 1.0, 1)
+    shape = read_checkpoint(a)["model"]["output_projection.weight"].shape
+    edited = {"output_projection.weight": torch.full(shape, 5.0)}  # its own tensor, not 3.0
+    b = _write(tmp_path / "b.pt", spm_bytes, 3.0, 2, extra=edited)
+    message = r"b\.pt: tied weights 'src_embed.weight' and 'output_projection.weight' differ"
+    for paths in ([a, b], [b, a]):  # the first input's key used to win, or the keys untied
+        with pytest.raises(ValueError, match=message):
+            average_checkpoints(paths)
+
+
+def test_separate_but_equal_tied_copies_average(tmp_path, spm_bytes):
+    a = _write(tmp_path / "a.pt", spm_bytes, 1.0, 1)
+    shape = read_checkpoint(a)["model"]["output_projection.weight"].shape
+    copy = {"output_projection.weight": torch.full(shape, 3.0)}  # equal values, own storage
+    b = _write(tmp_path / "b.pt", spm_bytes, 3.0, 2, extra=copy)
+    for paths in ([a, b], [b, a]):
+        averaged = average_checkpoints(paths)["model"]
+        assert all(torch.all(v == 2.0) for v in averaged.values() if v.is_floating_point())

@@ -8,17 +8,20 @@ of every layer and head (`transformer.attention_maps`) and draws one layer as he
 subword tokens as axis labels, one panel per head or their average, like Figures 3 to 5 of the
 paper. `--json` writes the raw weights of all layers and heads for notebooks. Layers and heads
 are 0-based. Drawing needs matplotlib (`pip install 'transformer[viz]'`); `--json` alone does
-not.
+not. `--json` is written atomically (`transformer.atomic`). Exit status: the rule of
+`transformer.cli.common` (0 ok, 2 wrong command line, 1 the work could not be done, 130
+interrupted).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from pathlib import Path
 
+from transformer.atomic import atomic_write_text
+from transformer.cli.common import UsageError, decoding_config, device_option, run
 from transformer.evaluate.attention_maps import KINDS, attention_weights
 from transformer.evaluate.plot import VIZ_INSTALL_HINT, draw_attention
 
@@ -68,54 +71,49 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run transformer-attention; returns the exit status (0 on success).
+    """Run transformer-attention; returns the exit status.
 
-    Raises:
-        SystemExit: for bad options (argparse), a missing matplotlib when `--output` is given,
-            or a layer/head out of range (the message names the value), with status 2; with
-            status 1 and a one-line `transformer-attention: error: ...` for a missing or
-            invalid checkpoint, an unknown --device, or an unusable --src / --tgt.
+    Returns:
+        The exit status, by the rule of `transformer.cli.common`: 0 on success; 2 for a wrong
+        command line (no --output or --json, --beam-size below 1, a --layer or --head out of
+        range for the model, an unknown --device); 1 after a one-line
+        `transformer-attention: error: ...` when the work cannot be done (matplotlib missing
+        for --output, a missing or invalid checkpoint, an unusable --src / --tgt).
     """
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    return run(build_parser(), _draw, argv)
+
+
+def _draw(args: argparse.Namespace) -> None:
+    """Collect the weights, write the JSON and draw the image, as `args` asks."""
     if args.output is None and args.json is None:
-        parser.error("give --output FILE.png, --json FILE, or both")
-    if args.beam_size is not None and args.beam_size < 1:
-        parser.error(f"--beam-size ({args.beam_size}) must be at least 1")
+        raise UsageError("give --output FILE.png, --json FILE, or both")
+    decoding_config(args)  # --beam-size alone, before the model loads
     if args.output is not None:
         try:
             import matplotlib  # noqa: F401  (fail before loading the model)
         except ImportError:
-            parser.exit(1, f"transformer-attention: error: {VIZ_INSTALL_HINT}\n")
+            raise ValueError(VIZ_INSTALL_HINT) from None
+    device = device_option(args.device)
 
     from transformer.checkpoint import load_checkpoint
-    from transformer.device import resolve_device
 
-    try:
-        device = resolve_device(args.device, what="--device")
-        model, tokenizer, config = load_checkpoint(args.checkpoint, device=device)
-        problem = _layer_head_problem(model.config, args)
-        if problem:
-            parser.exit(2, f"transformer-attention: error: {problem}\n")
-        decode = config.decode
-        if args.beam_size is not None:
-            decode = dataclasses.replace(decode, beam_size=args.beam_size)
-        maps = attention_weights(model, tokenizer, args.src, args.tgt, args.kind, decode)
-    except (FileNotFoundError, ValueError) as error:
-        parser.exit(1, f"transformer-attention: error: {error}\n")
+    model, tokenizer, config = load_checkpoint(args.checkpoint, device=device)
+    problem = _layer_head_problem(model.config, args)
+    if problem:
+        raise UsageError(problem)
+    decode = decoding_config(args, config.decode)
+    maps = attention_weights(model, tokenizer, args.src, args.tgt, args.kind, decode)
     print(f"source: {maps.source}")
     if maps.target is not None:
         print(f"target: {maps.target}" + ("" if args.tgt is not None else "  (translated)"))
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        with args.json.open("w", encoding="utf-8") as stream:
-            json.dump(maps.to_dict(), stream, ensure_ascii=False)
+        atomic_write_text(args.json, json.dumps(maps.to_dict(), ensure_ascii=False))
         print(f"wrote {args.json}")
     if args.output is not None:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         draw_attention(maps, args.layer, args.head, args.average_heads, args.output)
         print(f"wrote {args.output}")
-    return 0
 
 
 def _layer_head_problem(config, args: argparse.Namespace) -> str | None:

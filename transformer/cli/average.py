@@ -4,7 +4,9 @@ Usage:
     transformer-average --inputs A.pt B.pt C.pt --output averaged.pt
     transformer-average --last 5 --dir checkpoints/wmt14_en-de_base --output averaged.pt
 
-What averaging does is `transformer.train.average.average_checkpoints`.
+What averaging does is `transformer.train.average.average_checkpoints`. The output is written
+atomically (`transformer.atomic`). Exit status: the rule of `transformer.cli.common` (0 ok,
+2 wrong command line, 1 the work could not be done, 130 interrupted).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import sys
 from pathlib import Path
 
 from transformer.checkpoint import save_checkpoint
-from transformer.cli.common import check_output_path
+from transformer.cli.common import UsageError, check_output_path, run
 from transformer.train.average import average_checkpoints, last_checkpoints
 
 
@@ -34,33 +36,41 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run `transformer-average`; returns the exit status (0 ok, 2 bad input)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run `transformer-average`; returns the exit status.
+
+    Returns:
+        The exit status, by the rule of `transformer.cli.common`: 0 on success; 2 for a wrong
+        command line (`--last` without `--dir` or below 1, an `--output` name that training
+        writes); 1 after a one-line error when the work cannot be done (a missing or bad
+        checkpoint, checkpoints that do not match, too few checkpoints in `--dir`, an
+        `--output` that is a directory, an input, or cannot be written).
+    """
+    return run(build_parser(), _average, argv)
+
+
+def _average(args: argparse.Namespace) -> None:
+    """Average the checkpoints `args` names and write the result."""
     if args.last is not None and args.dir is None:
-        parser.error("--last needs --dir RUN_DIR")
+        raise UsageError("--last needs --dir RUN_DIR")
+    if args.last is not None and args.last < 1:
+        raise UsageError(f"--last ({args.last}) must be at least 1")
+    output = Path(args.output)
+    if output.is_dir():
+        raise ValueError(f"--output {output} is a directory; give a file name such as avg.pt")
+    paths = args.inputs or last_checkpoints(args.dir, args.last)
+    check_output_path(output, list(paths), "--output")
+    if re.fullmatch(r"checkpoint_(last|\d+)\.pt", output.name):
+        raise UsageError(
+            f"--output {output}: {output.name} is a name training writes and resumes from; "
+            "give another name such as checkpoint_avg5.pt"
+        )
+    averaged = average_checkpoints(paths)
     try:
-        output = Path(args.output)
-        if output.is_dir():
-            raise ValueError(f"--output {output} is a directory; give a file name such as avg.pt")
-        paths = args.inputs or last_checkpoints(args.dir, args.last)
-        check_output_path(output, list(paths), "--output")
-        if re.fullmatch(r"checkpoint_(last|\d+)\.pt", output.name):
-            raise ValueError(
-                f"--output {output}: {output.name} is a name training writes and resumes from; "
-                "give another name such as checkpoint_avg5.pt"
-            )
-        averaged = average_checkpoints(paths)
-        try:
-            output.parent.mkdir(parents=True, exist_ok=True)
-            save_checkpoint(averaged, output)
-        except OSError as error:
-            raise ValueError(f"--output {output}: cannot write the checkpoint: {error}") from error
-    except (FileNotFoundError, ValueError) as error:
-        print(f"transformer-average: error: {error}", file=sys.stderr)
-        return 2
+        output.parent.mkdir(parents=True, exist_ok=True)
+        save_checkpoint(averaged, output)
+    except OSError as error:
+        raise ValueError(f"--output {output}: cannot write the checkpoint: {error}") from error
     print(f"averaged {len(paths)} checkpoints -> {args.output}")
-    return 0
 
 
 if __name__ == "__main__":

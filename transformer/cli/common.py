@@ -1,22 +1,89 @@
-"""What every console script shares: decoding options, devices, input and output files, exit codes.
+"""What every console script shares: the exit status, decoding options, devices, files.
 
-Exit status of every command: 0 on success; 2 when the command line itself is wrong (argparse's
-own errors, an option value out of range, an invalid config file or override), printed by
-argparse as `PROG: error: ...`; 1 when the command could not do its work (a missing or unreadable
-input file, a bad checkpoint, a failed download, a non-finite training loss), printed as one line
-`PROG: error: ...`.
+Exit status of every command (`run`, which every `main` calls):
+
+- 0 on success;
+- 2 when the command line itself is wrong: argparse's own errors, an option value out of range
+  or at odds with another option or with the model it names (`--beam-size 0`, `--nbest 5` with
+  a beam of 4, `--layer 9` of a 6-layer model), an invalid config file, key or override, an
+  unknown or absent `--device`. Printed as argparse prints its errors: the usage line, then
+  `PROG: error: ...`. The commands raise `UsageError` for these;
+- 1 when the command could not do its work: a missing or unreadable input file, an output that
+  cannot be written or would overwrite an input, a bad checkpoint, a failed download, a
+  non-finite training loss, data problems found while preparing. Printed as one line
+  `PROG: error: ...` (a `ValueError`, `OSError` or `FloatingPointError` of the command);
+- 130 after Ctrl-C: one line `PROG: interrupted`, no traceback (files being written are left
+  as they were, see `transformer.atomic`).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
+import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+import torch
+
 from transformer.data.corpus import decode_lines
-from transformer.decode.config import DecodeConfig
+from transformer.decode.config import LENGTH_PENALTY_STYLES, DecodeConfig
+from transformer.device import resolve_device
+
+
+class UsageError(ValueError):
+    """The command line is wrong (exit status 2; see the module docstring)."""
+
+
+def run(
+    parser: argparse.ArgumentParser,
+    work: Callable[[argparse.Namespace], None],
+    argv: list[str] | None = None,
+) -> int:
+    """Parse `argv` with `parser` and call `work(args)`, under the exit-status rule above.
+
+    Args:
+        parser: The command's parser; its `prog` starts every message.
+        work: Does the command's job; raises `UsageError` for a wrong command line, and
+            `ValueError`, `OSError` or `FloatingPointError` when the job cannot be done.
+        argv: The arguments (None: `sys.argv[1:]`).
+
+    Returns:
+        The exit status: 0, 1, 2 or 130 (argparse's own status after `--help` or a syntax
+        error). Never raises SystemExit, so tests and callers get the status back.
+    """
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # argparse has printed its message (or the help)
+        return exit_.code if isinstance(exit_.code, int) else 2
+    try:
+        work(args)
+    except UsageError as error:
+        parser.print_usage(sys.stderr)  # as parser.error() does, but returning the status
+        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        return 2
+    except (ValueError, OSError, FloatingPointError) as error:
+        print(f"{parser.prog}: error: {one_line(str(error))}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{parser.prog}: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+def device_option(value: str) -> torch.device:
+    """`--device` as a torch device (`transformer.device.resolve_device`).
+
+    Raises:
+        UsageError: for a name torch does not know or a device this machine lacks.
+    """
+    try:
+        return resolve_device(value, what="--device")
+    except ValueError as error:
+        raise UsageError(str(error)) from None
 
 
 def check_output_path(path: str | Path, inputs: list, flag: str) -> Path:
@@ -53,14 +120,7 @@ def check_output_path(path: str | Path, inputs: list, flag: str) -> Path:
     return out
 
 
-DECODE_OPTIONS = (
-    "beam_size",
-    "length_penalty",
-    "length_penalty_style",
-    "max_len_a",
-    "max_len_b",
-    "max_tokens",
-)
+DECODE_OPTIONS = tuple(field.name for field in dataclasses.fields(DecodeConfig))
 
 
 def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,6 +128,8 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
 
     Options left unset take the checkpoint's `decode:` section (`DecodeConfig`), whose defaults
     are the paper's (section 6.1): beam 4, alpha 0.6, maximum output length = input + 50.
+    One `--x-y` option per `DecodeConfig` field `x_y` (`DECODE_OPTIONS`), plus `--greedy` and
+    `--device`; their values are checked by `decoding_config`.
     """
     group = parser.add_argument_group(
         "decoding (default: the checkpoint's decode section, i.e. the paper's settings)"
@@ -81,7 +143,7 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--length-penalty-style",
-        choices=("gnmt", "power"),
+        choices=LENGTH_PENALTY_STYLES,
         help="gnmt: ((5+|Y|)/6)^alpha (the paper's, default); power: |Y|^alpha",
     )
     group.add_argument(
@@ -94,28 +156,38 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def check_decoding_arguments(args: argparse.Namespace) -> None:
-    """Reject decoding options out of range, naming the option, before any model is loaded.
+def decoding_config(args: argparse.Namespace, decode: DecodeConfig | None = None) -> DecodeConfig:
+    """The decoding options given on the command line over `decode`, checked by `DecodeConfig`.
+
+    Called once before the model loads with `decode` None, which checks the given options
+    alone (against the paper's defaults for the others), so that a typo fails in seconds; and
+    once with the checkpoint's section, for the settings actually used.
+
+    Args:
+        args: Parsed options of `add_decoding_arguments` (None or absent = not given).
+        decode: The checkpoint's decode section; None means `DecodeConfig()` (the paper's).
 
     Raises:
-        ValueError: as `DecodeConfig` would, with `--beam-size` etc. in place of the key.
+        UsageError: `DecodeConfig`'s message, naming `--beam-size` where it says
+            `decode.beam_size`.
     """
-    for name in DECODE_OPTIONS:
-        value = getattr(args, name, None)
-        if value is None:
-            continue
-        try:
-            DecodeConfig(**{name: value})
-        except ValueError as error:
-            option = "--" + name.replace("_", "-")
-            raise ValueError(str(error).replace(f"decode.{name}", option)) from None
+    given = {name: getattr(args, name, None) for name in DECODE_OPTIONS}
+    try:
+        return dataclasses.replace(
+            decode or DecodeConfig(), **{k: v for k, v in given.items() if v is not None}
+        )
+    except ValueError as error:
+        message = re.sub(
+            r"\bdecode\.(\w+)", lambda m: "--" + m.group(1).replace("_", "-"), str(error)
+        )
+        raise UsageError(message) from None
 
 
 def warn_capped_lines(prog: str, translator, lines: list[str], settings: dict) -> None:
     """Name on stderr every line whose output limit a * S + b exceeds `max_positions`.
 
-    The decoder stops at `model.config.max_positions` tokens (see `transformer.decoding`), so
-    the translation of such a line is cut if it would be longer; this says which line.
+    The decoder stops at `model.config.max_positions` tokens (see `transformer.decode.search`),
+    so the translation of such a line is cut if it would be longer; this says which line.
     """
     cap = translator.model.config.max_positions
     a, b = settings["max_len_a"], settings["max_len_b"]
@@ -130,20 +202,6 @@ def warn_capped_lines(prog: str, translator, lines: list[str], settings: dict) -
             )
 
 
-def decoding_settings(args: argparse.Namespace, decode: DecodeConfig | None) -> dict:
-    """Keyword arguments of `Translator.translate`: the command line over `decode`.
-
-    Args:
-        args: Parsed options of `add_decoding_arguments` (None = not given).
-        decode: The checkpoint's decode section; None means `DecodeConfig()` (the paper's).
-    """
-    decode = decode or DecodeConfig()
-    settings = {name: getattr(decode, name) for name in DECODE_OPTIONS}
-    settings.update({k: v for k, v in vars(args).items() if k in settings and v is not None})
-    settings["greedy"] = args.greedy
-    return settings
-
-
 def read_stdin_lines() -> list[str]:
     """Lines of stdin as UTF-8; only "\\n" separates lines (as `corpus.read_lines`).
 
@@ -154,5 +212,6 @@ def read_stdin_lines() -> list[str]:
 
 
 def one_line(text: str) -> str:
-    """A translation never spans lines, so output line i always belongs to input line i."""
+    """`text` with its line breaks turned into spaces: a translation or an error message never
+    spans lines, so output line i always belongs to input line i."""
     return " ".join(text.splitlines())

@@ -11,26 +11,32 @@ Prints three labelled scores (see `transformer.bleu`): sacreBLEU BLEU and chrF w
 signatures, and the tokenized BLEU with compound splitting that the paper's 27.3 / 28.4 measure.
 Writes the detokenized hypotheses and a JSON file with every score, the signatures and the
 decoding settings: by default next to the checkpoint as `<checkpoint>.<test>.hyp` and
-`<checkpoint>.<test>.json`; `--output-dir`, `--hyp-out` and `--json` choose other places.
+`<checkpoint>.<test>.json`; `--output-dir`, `--hyp-out` and `--json` choose other places. Both
+are written atomically (`transformer.atomic`). Exit status: the rule of `transformer.cli.common`
+(0 ok, 2 wrong command line, 1 the work could not be done, 130 interrupted).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
 from pathlib import Path
 
+from transformer.atomic import atomic_write_text
 from transformer.cli.common import (
+    UsageError,
     add_decoding_arguments,
-    check_decoding_arguments,
     check_output_path,
-    decoding_settings,
+    decoding_config,
+    device_option,
+    one_line,
+    run,
     warn_capped_lines,
 )
 from transformer.data.corpus import read_lines
-from transformer.device import resolve_device
 from transformer.evaluate.bleu import corpus_scores, format_scores
 from transformer.evaluate.test_sets import fetch_test_set
 
@@ -79,19 +85,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check_arguments(args: argparse.Namespace) -> None:
-    """Raise ValueError for a combination of options that does not name one job."""
+    """Raise UsageError for a combination of options that does not name one job."""
     if args.hyp and (args.checkpoint or args.src):
-        raise ValueError("--hyp scores an existing file; do not combine it with --checkpoint/--src")
+        raise UsageError("--hyp scores an existing file; do not combine it with --checkpoint/--src")
     if not args.hyp and not args.checkpoint:
-        raise ValueError("give --checkpoint (to translate) or --hyp (to score an existing file)")
+        raise UsageError("give --checkpoint (to translate) or --hyp (to score an existing file)")
     if args.test_set and (args.src or args.ref):
-        raise ValueError("--test-set replaces --src/--ref; give one or the other")
+        raise UsageError("--test-set replaces --src/--ref; give one or the other")
     if args.test_set and not args.langpair:
-        raise ValueError("--test-set needs --langpair, e.g. --langpair en-de")
+        raise UsageError("--test-set needs --langpair, e.g. --langpair en-de")
     if not args.test_set and not args.ref:
-        raise ValueError("give --ref FILE (or --test-set NAME --langpair xx-yy)")
+        raise UsageError("give --ref FILE (or --test-set NAME --langpair xx-yy)")
     if not args.test_set and not args.hyp and not args.src:
-        raise ValueError("give --src FILE with --checkpoint (or --test-set NAME --langpair xx-yy)")
+        raise UsageError("give --src FILE with --checkpoint (or --test-set NAME --langpair xx-yy)")
 
 
 def _output_paths(args: argparse.Namespace, test_name: str) -> tuple[Path | None, Path | None]:
@@ -116,21 +122,20 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of `transformer-evaluate` (see the module docstring).
 
     Returns:
-        0 on success; 1 after printing a one-line error (missing or mismatched files, a bad
-        checkpoint, an unreachable sacreBLEU test set). argparse exits with 2 on bad syntax.
+        The exit status, by the rule of `transformer.cli.common`: 0 on success; 2 for a wrong
+        command line (options that do not name one job, a decoding option out of range, an
+        unknown `--device`); 1 after a one-line error when the work cannot be done (missing
+        or mismatched files, a bad checkpoint, an unreachable sacreBLEU test set, an output
+        that would overwrite an input).
     """
-    args = build_parser().parse_args(argv)
-    try:
-        return _run(args)
-    except (FileNotFoundError, ValueError) as error:
-        print(f"transformer-evaluate: error: {error}", file=sys.stderr)
-        return 1
+    return run(build_parser(), _evaluate, argv)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _evaluate(args: argparse.Namespace) -> None:
     """Translate (unless --hyp), score, print and write, as `args` asks."""
     _check_arguments(args)
-    check_decoding_arguments(args)
+    decoding_config(args)  # the decoding options alone, before anything is read
+    device = device_option(args.device) if not args.hyp else None
     if args.test_set:
         src_path, ref_paths = fetch_test_set(args.test_set, args.langpair)
         test_name = f"{args.test_set.replace('/', '_')}.{args.langpair}"
@@ -139,13 +144,13 @@ def _run(args: argparse.Namespace) -> int:
         ref_paths = [Path(args.ref)]
         test_name = src_path.stem if src_path else Path(args.ref).stem
     hyp_out, json_out = _output_paths(args, test_name)
+    if hyp_out is not None and json_out is not None and hyp_out == json_out:
+        raise UsageError(f"--hyp-out and --json name the same file ({hyp_out})")
     inputs = [args.hyp, args.checkpoint, src_path, *ref_paths]
     outputs = [(hyp_out, "--hyp-out"), (json_out, "--json")]
     for path, flag in outputs:
         if path is not None:
             check_output_path(path, inputs, flag)
-    if hyp_out is not None and json_out is not None and hyp_out == json_out:
-        raise ValueError(f"--hyp-out and --json name the same file ({hyp_out})")
     refs = {path: read_lines(path) for path in ref_paths}
     target_lang = _target_lang(args, ref_paths)
     report: dict = {"target_lang": target_lang, "ref": [str(p) for p in ref_paths]}
@@ -161,14 +166,14 @@ def _run(args: argparse.Namespace) -> int:
 
         src_lines = read_lines(src_path)
         check_line_counts(src_path, src_lines, refs)
-        device = resolve_device(args.device, what="--device")
         translator = Translator.from_checkpoint(args.checkpoint, device=device)
-        settings = decoding_settings(args, getattr(translator.config, "decode", None))
+        decode = decoding_config(args, translator.config.decode)
+        settings = dict(dataclasses.asdict(decode), greedy=args.greedy)
         warn_capped_lines("transformer-evaluate", translator, src_lines, settings)
         start = time.perf_counter()
         hyps = translator.translate(src_lines, progress=True, **settings)
         seconds = time.perf_counter() - start
-        hyps = [" ".join(h.splitlines()) for h in hyps]
+        hyps = [one_line(h) for h in hyps]
         report.update(
             checkpoint=str(args.checkpoint),
             src=str(src_path),
@@ -182,14 +187,13 @@ def _run(args: argparse.Namespace) -> int:
     print(format_scores(scores))
     if hyp_out is not None:
         hyp_out.parent.mkdir(parents=True, exist_ok=True)
-        hyp_out.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+        atomic_write_text(hyp_out, "".join(h + "\n" for h in hyps))
         report["hyp"] = str(hyp_out)
         print(f"hypotheses written to {hyp_out}", file=sys.stderr)
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        atomic_write_text(json_out, json.dumps(report, indent=2) + "\n")
         print(f"scores written to {json_out}", file=sys.stderr)
-    return 0
 
 
 if __name__ == "__main__":

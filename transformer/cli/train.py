@@ -8,7 +8,9 @@ Usage:
 Rerunning the same command continues from `checkpoint_last.pt` of `train.output_dir`;
 `--no-resume` starts from scratch in the same directory instead.
 
-Exit status: 0 when training finished, 1 on a non-finite loss, 2 on a configuration error.
+Exit status: the rule of `transformer.cli.common`: 0 when training finished, 2 for a wrong
+command line or config, 1 when training could not run or stopped on a non-finite loss, 130
+after Ctrl-C (the last checkpoint is kept; rerun to resume).
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ import argparse
 import gc
 import sys
 
+from transformer.cli.common import UsageError, run
 from transformer.config import load_config
 from transformer.train.distributed import init_distributed, shutdown
-from transformer.train.trainer import NonFiniteLossError, Trainer
+from transformer.train.trainer import Trainer
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,23 +49,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run `transformer-train`; returns the exit status (see module doc)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run `transformer-train`; returns the exit status.
+
+    Returns:
+        The exit status, by the rule of `transformer.cli.common`: 0 when training finished;
+        2 for a wrong command line (a missing or invalid config file, an unknown key, a bad
+        override or value, an unknown or absent `train.device`); 1 after a one-line error when
+        the work cannot be done (data or tokenizer problems while preparing, a checkpoint that
+        cannot be resumed, a run directory that cannot be created, a non-finite loss).
+    """
+    return run(build_parser(), _train, argv)
+
+
+def _train(args: argparse.Namespace) -> None:
+    """Load the config, then train in this process (one of several under torchrun)."""
     try:
         config = load_config(args.config, args.overrides)
     except (FileNotFoundError, ValueError) as error:
-        parser.error(str(error))
+        raise UsageError(str(error)) from None
     try:
         context = init_distributed(config.train.device)
     except ValueError as error:
-        parser.error(str(error))
+        raise UsageError(str(error)) from None
     try:
-        try:
-            trainer = Trainer(config, context, resume=args.resume)
-        except (FileNotFoundError, ValueError) as error:
-            print(f"transformer-train: error: {error}", file=sys.stderr)
-            return 2
+        trainer = Trainer(config, context, resume=args.resume)
         try:
             trainer.train()
         finally:
@@ -70,12 +80,8 @@ def main(argv: list[str] | None = None) -> int:
             # group) before `shutdown` destroys the group, not at interpreter exit.
             del trainer
             gc.collect()
-    except NonFiniteLossError as error:
-        print(f"transformer-train: error: {error}", file=sys.stderr)
-        return 1
     finally:
         shutdown(context)
-    return 0
 
 
 if __name__ == "__main__":

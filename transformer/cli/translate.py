@@ -14,25 +14,33 @@ translations (a tiny vocabulary), the missing lines have an empty translation an
 The maximum output length a * source tokens + b is capped at the model's `max_positions`; the
 source itself is never cut (positions past the table are computed on the fly). A line whose
 limit the cap lowers is named on stderr with its token count, since its translation may be cut.
+
+`--output` is written atomically (`transformer.atomic`): after an error or Ctrl-C it holds its
+old content. Exit status: the rule of `transformer.cli.common` (0 ok, 2 wrong command line,
+1 the work could not be done, 130 interrupted).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
+from transformer.atomic import atomic_write_text
 from transformer.cli.common import (
+    UsageError,
     add_decoding_arguments,
-    check_decoding_arguments,
     check_output_path,
-    decoding_settings,
+    decoding_config,
+    device_option,
     one_line,
     read_stdin_lines,
+    run,
     warn_capped_lines,
 )
 from transformer.data.corpus import read_lines
-from transformer.device import resolve_device
+from transformer.decode.config import DecodeConfig
 
 
 def _exactly(entries: list[tuple[str, float]], n: int, blank: bool) -> list[tuple[str, float]]:
@@ -64,35 +72,32 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of `transformer-translate` (see the module docstring).
 
     Returns:
-        0 on success; 1 after printing a one-line error (a missing checkpoint or input file, a
-        bad checkpoint, invalid UTF-8 input, inconsistent options). argparse exits with 2 on
-        malformed arguments.
+        The exit status, by the rule of `transformer.cli.common`: 0 on success; 2 for a wrong
+        command line (a decoding option out of range, `--nbest` above the beam size or with
+        `--greedy`, an unknown `--device`); 1 after a one-line error when the work cannot be
+        done (a missing or bad checkpoint or input file, invalid UTF-8 input, an output that
+        would overwrite an input).
     """
-    args = build_parser().parse_args(argv)
-    try:
-        return _run(args)
-    except (FileNotFoundError, ValueError) as error:
-        print(f"transformer-translate: error: {error}", file=sys.stderr)
-        return 1
+    return run(build_parser(), _translate, argv)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _translate(args: argparse.Namespace) -> None:
     """Translate as `args` asks (see `main`)."""
-    if args.nbest < 1:
-        raise ValueError(f"--nbest ({args.nbest}) must be at least 1")
+    given = decoding_config(args)  # the options alone, before anything is read
     if args.nbest > 1 and args.greedy:
-        raise ValueError(f"--nbest ({args.nbest}) needs beam search, not --greedy")
-    check_decoding_arguments(args)
-    if args.beam_size is not None and args.nbest > args.beam_size:
-        raise ValueError(f"nbest ({args.nbest}) must be between 1 and beam_size ({args.beam_size})")
+        raise UsageError(f"--nbest ({args.nbest}) needs beam search, not --greedy")
+    if args.beam_size is not None:
+        _check_nbest(given, args.nbest)
     if args.output:
         check_output_path(args.output, [args.input, args.checkpoint], "--output")
-    device = resolve_device(args.device, what="--device")
+    device = device_option(args.device)
     from transformer.decode.translator import Translator
 
     lines = read_lines(args.input) if args.input else read_stdin_lines()
     translator = Translator.from_checkpoint(args.checkpoint, device=device)
-    settings = decoding_settings(args, getattr(translator.config, "decode", None))
+    decode = decoding_config(args, translator.config.decode)
+    _check_nbest(decode, args.nbest)  # against the checkpoint's beam when --beam-size is unset
+    settings = dict(dataclasses.asdict(decode), greedy=args.greedy)
     warn_capped_lines("transformer-translate", translator, lines, settings)
     progress = args.input is not None
     if args.nbest > 1:
@@ -110,11 +115,18 @@ def _run(args: argparse.Namespace) -> int:
     text = "".join(line + "\n" for line in out_lines)
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(text, encoding="utf-8")
+        atomic_write_text(args.output, text)
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
-    return 0
+
+
+def _check_nbest(decode: DecodeConfig, nbest: int) -> None:
+    """`DecodeConfig.check_nbest` for `--nbest`, as a command-line error."""
+    try:
+        decode.check_nbest(nbest)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from transformer.atomic import atomic_write
+
 CACHE_VERSION = 1
 
 
@@ -37,12 +39,9 @@ def cache_path(cache_dir: Path, split: str, fingerprint: str, model_bytes: Itera
 
 
 def save_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """Write `arrays` under their names, atomically (tmp file + rename); creates the directory."""
+    """Write `arrays` under their names, atomically (`transformer.atomic`); makes the directory."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as handle:
-        np.savez(handle, **arrays)
-    tmp.replace(path)
+    atomic_write(path, lambda file: np.savez(file, **arrays))
 
 
 def load_arrays(path: Path) -> dict[str, np.ndarray]:

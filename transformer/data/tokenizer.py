@@ -22,6 +22,8 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from transformer.atomic import atomic_write
+
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 
 
@@ -113,6 +115,8 @@ class Tokenizer:
     def save(self, directory: str | Path) -> list[Path]:
         """Write `spm.model` (shared) or `spm.src.model` + `spm.tgt.model` into `directory`.
 
+        Each file is written atomically (`transformer.atomic`); `directory` is created.
+
         Returns:
             The written paths, source first.
         """
@@ -126,9 +130,7 @@ class Tokenizer:
                 (directory / "spm.tgt.model", self.tgt_model_bytes),
             ]
         for path, blob in targets:
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_bytes(blob)
-            tmp.replace(path)
+            atomic_write(path, lambda file, blob=blob: file.write(blob))
         return [path for path, _ in targets]
 
     @staticmethod

@@ -60,7 +60,8 @@ def beam_search(
         beam_size: K, beams per sentence (the paper: 4).
         length_penalty: alpha of the length penalty (the paper: 0.6).
         length_penalty_style: "gnmt" ((5 + |Y|) / 6) ** alpha or "power" |Y| ** alpha.
-        nbest: Hypotheses returned per sentence, 1 <= nbest <= beam_size.
+        nbest: Hypotheses returned per sentence, 1 <= nbest <= beam_size
+            (`DecodeConfig.check_nbest`).
         max_len_a, max_len_b: Maximum output length = a * source length + b (the paper: 1, 50).
         use_cache: Use the incremental key/value cache (False recomputes every prefix).
 
@@ -69,16 +70,11 @@ def beam_search(
         of them, fewer only when the vocabulary allows fewer distinct outputs).
 
     Shape:
-        src: (B, S). src_key_padding_mask: (B, S) bool, True at padding.
+        src: (B, S), right-padded: real tokens first, then `pad_id` (left padding is refused,
+        see `start_decoding`). src_key_padding_mask: (B, S) bool, True at padding.
 
-    Raises:
-        ValueError: when beam_size < 1, nbest is outside [1, beam_size], or the length penalty
-            style is unknown.
+    The settings are trusted: users' values are checked where they come in (`DecodeConfig`).
     """
-    if beam_size < 1:
-        raise ValueError(f"beam_size ({beam_size}) must be at least 1")
-    if not 1 <= nbest <= beam_size:
-        raise ValueError(f"nbest ({nbest}) must be between 1 and beam_size ({beam_size})")
     lp = length_penalty_function(length_penalty, length_penalty_style)
     config = model.config
     device = src.device

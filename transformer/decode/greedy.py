@@ -41,7 +41,8 @@ def greedy_search(
         One `Hypothesis` per source sentence, in input order.
 
     Shape:
-        src: (B, S). src_key_padding_mask: (B, S) bool.
+        src: (B, S), right-padded: real tokens first, then `pad_id` (left padding is refused,
+        see `start_decoding`). src_key_padding_mask: (B, S) bool, True at padding.
     """
     length_penalty_value = length_penalty_function(length_penalty, length_penalty_style)
     eos_id = model.config.eos_id

@@ -29,8 +29,6 @@ from dataclasses import dataclass
 
 import torch
 
-LENGTH_PENALTY_STYLES = ("gnmt", "power")
-
 
 @dataclass(frozen=True)
 class Hypothesis:
@@ -59,24 +57,17 @@ def length_penalty(length: int, alpha: float, style: str = "gnmt") -> float:
         length: |Y|, output tokens including the final eos (see the module docstring).
         alpha: Strength; 0 disables the penalty (lp = 1), the paper uses 0.6.
         style: "gnmt": ((5 + |Y|) / 6) ** alpha (Wu et al., 2016, eq. 14);
-            "power": |Y| ** alpha (fairseq, Hugging Face).
+            "power": |Y| ** alpha (fairseq, Hugging Face). The user's setting is checked by
+            `DecodeConfig` (`LENGTH_PENALTY_STYLES`); this function trusts it.
 
     Returns:
         lp(|Y|) > 0.
 
-    Raises:
-        ValueError: for an unknown style or a length below 1.
-
     Source: GNMT, Wu et al. (2016), section 7; cited by Vaswani et al. (2017), section 6.1.
     """
-    if style not in LENGTH_PENALTY_STYLES:
-        raise ValueError(
-            f"length_penalty_style ({style!r}) must be one of {', '.join(LENGTH_PENALTY_STYLES)}"
-        )
-    if length < 1:
-        raise ValueError(f"length ({length}) must be at least 1")
     if style == "gnmt":
         return ((5.0 + length) / 6.0) ** alpha
+    assert style == "power", f"unknown length_penalty_style {style!r} (DecodeConfig checks it)"
     return float(length) ** alpha
 
 
@@ -192,10 +183,24 @@ def start_decoding(
         The step decoder over B rows and each sentence's maximum output length.
 
     Shape:
-        src: (B, S). src_key_padding_mask: (B, S) bool, True at padding.
+        src: (B, S), right-padded: each row's real tokens first, then `pad_id` (the positional
+        encoding counts from column 0). src_key_padding_mask: (B, S) bool, True at padding.
+
+    Raises:
+        ValueError: when a row has padding before a real token (left padding), naming the
+            first such row.
     """
     if src_key_padding_mask is None:
         src_key_padding_mask = src.eq(model.config.pad_id)
+    # A right-padded row's mask never goes from True (padding) back to False (a real token).
+    left_padded = (src_key_padding_mask[:, :-1] & ~src_key_padding_mask[:, 1:]).any(dim=1)
+    # (B, S - 1) -> (B,)
+    if left_padded.any():
+        raise ValueError(
+            f"src row {int(left_padded.nonzero()[0])} has padding before a real token (sources "
+            f"must be right-padded: real tokens first, then pad_id {model.config.pad_id}; the "
+            "positional encoding counts from column 0)"
+        )
     memory = model.encode(src, src_key_padding_mask)  # (B, S) -> (B, S, D)
     src_lengths = (~src_key_padding_mask).sum(dim=1)  # (B, S) -> (B,)
     max_lens = max_output_lengths(src_lengths, max_len_a, max_len_b, model.config.max_positions)
@@ -224,10 +229,5 @@ def make_hypothesis(
 
 
 def length_penalty_function(alpha: float, style: str) -> Callable[[int], float]:
-    """Validate `style` and return the function |Y| -> lp(|Y|) (see `length_penalty`).
-
-    Raises:
-        ValueError: for an unknown style.
-    """
-    length_penalty(1, alpha, style)  # raises ValueError for an unknown style
+    """The function |Y| -> lp(|Y|) of one search (see `length_penalty`)."""
     return lambda length: length_penalty(length, alpha, style)

@@ -7,9 +7,10 @@
     # -> [[("Ein Mann isst.", -0.41), ("Ein Mann isst etwas.", -0.63)]]
 
 Sentences are encoded, sorted by length and cut into batches of at most `max_tokens` source
-tokens (padding included), decoded with `transformer.beam_search` or `transformer.decoding`, and
-returned in input order. An empty or whitespace-only sentence gives an empty translation without
-going through the model, so it never changes its neighbours' batches or results.
+tokens (padding included), decoded with `beam_search` or `greedy_search`, and returned in input
+order. An empty or whitespace-only sentence gives an empty translation without going through the
+model, so it never changes its neighbours' batches or results. The public methods check the
+caller's settings, once, by building a `DecodeConfig`; the searches below trust them.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from transformer.decode.beam_search import beam_search
 from transformer.decode.config import DecodeConfig
 from transformer.decode.greedy import greedy_search
 from transformer.decode.search import Hypothesis
+from transformer.device import resolve_device
 
 
 @contextmanager
@@ -48,16 +50,11 @@ def length_sorted_batches(lengths: Sequence[int], max_tokens: int) -> list[list[
 
     Args:
         lengths: Token count of each sentence.
-        max_tokens: Budget per batch.
+        max_tokens: Budget per batch (at least 1, as `DecodeConfig` checks).
 
     Returns:
         Lists of indices into `lengths`; every index appears exactly once.
-
-    Raises:
-        ValueError: when max_tokens < 1.
     """
-    if max_tokens < 1:
-        raise ValueError(f"max_tokens ({max_tokens}) must be at least 1")
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     batches: list[list[int]] = []
     for index in order:
@@ -69,20 +66,6 @@ def length_sorted_batches(lengths: Sequence[int], max_tokens: int) -> list[list[
     return batches
 
 
-def _check_settings(beam_size, length_penalty, length_penalty_style, max_len_a, max_len_b):
-    """Reject decoding settings out of range, as the `decode:` section would (ValueError)."""
-    try:
-        DecodeConfig(
-            beam_size=beam_size,
-            length_penalty=length_penalty,
-            length_penalty_style=length_penalty_style,
-            max_len_a=max_len_a,
-            max_len_b=max_len_b,
-        )
-    except TypeError as error:  # e.g. None compared with a number
-        raise ValueError(f"invalid decoding setting: {error}") from None
-
-
 class Translator:
     """A model plus its tokenizer, translating lists of raw sentences.
 
@@ -90,11 +73,16 @@ class Translator:
         model: A `Transformer` (moved to `device`; put in eval mode while translating and
             returned to its previous mode afterwards).
         tokenizer: The `Tokenizer` the model was trained with.
-        device: Where to run ("cpu", "cuda", "cuda:1", a torch.device).
+        device: Where to run ("auto", "cpu", "cuda", "cuda:1", a torch.device), checked by
+            `transformer.device.resolve_device`.
         config: The full `Config` of the run, when known (`from_checkpoint` sets it).
         linear_kernel: How float32 CPU products are computed while translating: "auto"
             (oneDNN on x86-64 CPUs, `transformer.cpu.onednn`), "onednn" or "torch". The model's
             layers are swapped for the call only; the model is returned as it was given.
+
+    Raises:
+        ValueError: for an unknown or unavailable device, or a linear kernel that cannot run
+            there.
     """
 
     def __init__(
@@ -105,7 +93,7 @@ class Translator:
         config=None,
         linear_kernel: str = "auto",
     ) -> None:
-        self.device = torch.device(device)
+        self.device = resolve_device(device, what="device")
         self.onednn = use_onednn(linear_kernel, self.device)
         self.model = model.to(self.device)
         self.tokenizer = tokenizer
@@ -141,9 +129,10 @@ class Translator:
         Args:
             sentences: Raw source sentences.
             beam_size: Beams per sentence (the paper: 4); 1 runs beam search with one beam.
-            greedy: Use greedy decoding instead of beam search (ignores `beam_size`).
+            greedy: Use greedy decoding instead of beam search (`beam_size` is still checked,
+                then ignored).
             length_penalty: alpha of the GNMT length penalty (the paper: 0.6).
-            length_penalty_style: "gnmt" or "power" (see `transformer.decoding.length_penalty`).
+            length_penalty_style: "gnmt" or "power" (see `transformer.decode.search`).
             max_len_a, max_len_b: Maximum output length = a * source tokens + b.
             max_tokens: Source tokens per batch, padding included.
             progress: Show a tqdm progress bar (sentences) on stderr.
@@ -152,22 +141,18 @@ class Translator:
             Detokenized translations; "" for an empty or whitespace-only input.
 
         Raises:
-            ValueError: for a setting out of range (as `DecodeConfig`) or a non-string input.
+            ValueError: for a setting of the wrong type or out of range (the rules of
+                `DecodeConfig`, checked before anything is translated) or a non-string input.
         """
-        _check_settings(beam_size, length_penalty, length_penalty_style, max_len_a, max_len_b)
-        settings = dict(
+        decode = DecodeConfig(
+            beam_size=beam_size,
             length_penalty=length_penalty,
             length_penalty_style=length_penalty_style,
             max_len_a=max_len_a,
             max_len_b=max_len_b,
+            max_tokens=max_tokens,
         )
-
-        def search(src: torch.Tensor) -> list[list[Hypothesis]]:
-            if greedy:
-                return [[h] for h in greedy_search(self.model, src, **settings)]
-            return beam_search(self.model, src, beam_size=beam_size, **settings)
-
-        results = self._search(sentences, search, max_tokens, progress)
+        results = self._decode(sentences, decode, nbest=None if greedy else 1, progress=progress)
         return [self._detokenize(hyps[0]) if hyps else "" for hyps in results]
 
     def translate_nbest(
@@ -193,34 +178,47 @@ class Translator:
 
         Returns:
             For each sentence, (translation, score) pairs best first; the score is
-            log P(Y | X) / lp(|Y|) (`transformer.decoding.Hypothesis.score`). An empty input
-            gives [("", 0.0)].
+            log P(Y | X) / lp(|Y|) (`transformer.decode.search.Hypothesis.score`). An empty
+            input gives [("", 0.0)].
 
         Raises:
-            ValueError: when nbest > beam_size, for a setting out of range (as
-                `DecodeConfig`) or a non-string input.
+            ValueError: when nbest is not in [1, beam_size] (`DecodeConfig.check_nbest`), for
+                a setting of the wrong type or out of range (as `translate`) or a non-string
+                input.
         """
-        _check_settings(beam_size, length_penalty, length_penalty_style, max_len_a, max_len_b)
-
-        def search(src: torch.Tensor) -> list[list[Hypothesis]]:
-            return beam_search(
-                self.model,
-                src,
-                beam_size=beam_size,
-                nbest=nbest,
-                length_penalty=length_penalty,
-                length_penalty_style=length_penalty_style,
-                max_len_a=max_len_a,
-                max_len_b=max_len_b,
-            )
-
-        if not 1 <= nbest <= beam_size:
-            raise ValueError(f"nbest ({nbest}) must be between 1 and beam_size ({beam_size})")
-        results = self._search(sentences, search, max_tokens, progress)
+        decode = DecodeConfig(
+            beam_size=beam_size,
+            length_penalty=length_penalty,
+            length_penalty_style=length_penalty_style,
+            max_len_a=max_len_a,
+            max_len_b=max_len_b,
+            max_tokens=max_tokens,
+        )
+        decode.check_nbest(nbest)
+        results = self._decode(sentences, decode, nbest=nbest, progress=progress)
         return [
             [(self._detokenize(h), h.score) for h in hyps] if hyps else [("", 0.0)]
             for hyps in results
         ]
+
+    def _decode(
+        self, sentences: Sequence[str], decode: DecodeConfig, nbest: int | None, progress: bool
+    ) -> list[list[Hypothesis] | None]:
+        """Greedy search (`nbest` None) or beam search for `nbest` hypotheses, with the
+        checked settings of `decode`; see `_search`."""
+        settings = dict(
+            length_penalty=decode.length_penalty,
+            length_penalty_style=decode.length_penalty_style,
+            max_len_a=decode.max_len_a,
+            max_len_b=decode.max_len_b,
+        )
+
+        def search(src: torch.Tensor) -> list[list[Hypothesis]]:
+            if nbest is None:
+                return [[h] for h in greedy_search(self.model, src, **settings)]
+            return beam_search(self.model, src, beam_size=decode.beam_size, nbest=nbest, **settings)
+
+        return self._search(sentences, search, decode.max_tokens, progress)
 
     def _detokenize(self, hypothesis: Hypothesis) -> str:
         return self.tokenizer.decode(hypothesis.tokens)

@@ -1,8 +1,10 @@
 """Scaled dot-product and multi-head attention (Vaswani et al., 2017, section 3.2).
 
-Masks come in torch.nn's convention (True = masked, not attended). This module is the one
-place where they are flipped into the "True = may attend" convention that
-`torch.nn.functional.scaled_dot_product_attention` expects.
+Masks come in torch.nn.MultiheadAttention's conventions: a bool mask is True where a key may
+NOT be attended; a float mask is added to the attention scores (0 = attended, -inf = not
+attended, other values are biases). This module is the one place where they are combined into
+the one additive float mask that both kernels add to the scores (so the "True = may attend"
+convention of `torch.nn.functional.scaled_dot_product_attention`'s bool masks is never used).
 """
 
 from __future__ import annotations
@@ -16,69 +18,98 @@ from torch.nn import functional as F
 from transformer.model.config import ATTENTION_KERNELS
 
 
-def _allowed_positions(
+def _attention_bias(
     key_padding_mask: torch.Tensor | None,
     attn_mask: torch.Tensor | None,
-    batch_size: int,
     query_length: int,
     key_length: int,
     is_causal: bool,
     device: torch.device,
 ) -> torch.Tensor | None:
-    """Combine masks into one "may attend" mask, or None when every key may be attended.
+    """Combine the masks into one additive mask for the scores, or None when nothing is masked.
+
+    A bool mask (True = not attended) becomes -inf there and 0 elsewhere; a float mask is
+    already additive and is added as it is, as torch.nn.MultiheadAttention does.
 
     Shape:
-        key_padding_mask: (B, S), True at padding. attn_mask: (T, S) or (B, T, S), True = masked.
-        output: (B or 1, 1, T or 1, S) bool, True = may attend.
+        key_padding_mask: (B, S). attn_mask: (T, S) or (B, T, S).
+        output: (B or 1, 1, T or 1, S) float32, added to the (B, H, T, S) scores.
+
+    Raises:
+        ValueError: for a mask that is neither bool nor float (torch.nn refuses those too), or
+            a float mask of only 0s and 1s (a bool mask cast to float would add 1 to the
+            scores instead of masking them), naming the argument and its dtype. The 0/1 test
+            reads a float mask's values (a host sync); bool masks, the ones this package
+            passes, are not read.
     """
-    masked = None
+    masks = {}
     if key_padding_mask is not None:
-        masked = key_padding_mask[:, None, None, :]  # (B, S) -> (B, 1, 1, S)
+        masks["key_padding_mask"] = key_padding_mask[:, None, None, :]  # (B, S) -> (B, 1, 1, S)
     if attn_mask is not None:
-        extra = attn_mask[None, None] if attn_mask.dim() == 2 else attn_mask[:, None]
+        masks["attn_mask"] = attn_mask[None, None] if attn_mask.dim() == 2 else attn_mask[:, None]
         # (T, S) -> (1, 1, T, S) or (B, T, S) -> (B, 1, T, S)
-        masked = extra if masked is None else masked | extra
-    if is_causal and masked is not None:
+    if is_causal and masks:
         future = torch.ones(query_length, key_length, dtype=torch.bool, device=device).triu(1)
-        masked = masked | future  # (B, 1, 1|T, S) | (T, S) -> (B, 1, T, S)
-    return None if masked is None else ~masked
+        masks["is_causal"] = future  # (T, S), True above the diagonal
+    bias = None
+    for name, mask in masks.items():
+        if mask.dtype == torch.bool:
+            mask = torch.zeros(mask.shape, device=device).masked_fill(mask, float("-inf"))
+        elif not mask.is_floating_point():
+            raise ValueError(
+                f"{name} has dtype {mask.dtype}; attention masks must be bool (True = not "
+                "attended) or float (added to the scores: 0 = attended, -inf = not attended)"
+            )
+        elif bool(mask.eq(1).any()) and bool((mask.eq(0) | mask.eq(1)).all()):
+            raise ValueError(
+                f"{name} is a {mask.dtype} mask of 0s and 1s, which would add 1 to the scores "
+                "rather than mask them; pass a bool mask (True = not attended) or an additive "
+                "float mask (0 = attended, -inf = not attended)"
+            )
+        bias = mask.float() if bias is None else bias + mask.float()  # -> (B|1, 1, T|1, S)
+    return bias
 
 
 def scaled_dot_product_attention(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
-    allowed: torch.Tensor | None = None,
+    attn_mask: torch.Tensor | None = None,
     is_causal: bool = False,
     dropout_p: float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, written out (equation 1).
+    """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k) + M) V, written out (equation 1).
 
-    The reading kernel; `MultiHeadAttention` uses torch's fused kernel by default, which gives
-    the same result (within 1e-5 in float32). A row with no allowed key gets zero weights.
+    M is the additive mask (none in the paper's equation; -inf where a key is masked). The
+    reading kernel; `MultiHeadAttention` uses torch's fused kernel by default, which gives the
+    same result (within 1e-5 in float32). Scores, mask and softmax are in float32. A row with
+    no attendable key (all -inf) gets zero weights.
 
     Args:
         q, k, v: Per-head queries, keys and values.
-        allowed: Bool, True where a query may attend a key; None = everywhere.
-        is_causal: Forbid keys after the query (only when `allowed` is None).
+        attn_mask: M, added to the scores: 0 = may attend, -inf = may not, other values are
+            biases; None adds nothing.
+        is_causal: Forbid keys after the query (only when `attn_mask` is None).
         dropout_p: Dropout on the attention weights.
 
     Returns:
         (output, weights).
 
     Shape:
-        q: (B, H, T, Dk). k, v: (B, H, S, Dk). allowed: broadcastable to (B, H, T, S).
+        q: (B, H, T, Dk). k, v: (B, H, S, Dk). attn_mask: float, broadcastable to (B, H, T, S).
         output: (B, H, T, Dk). weights: (B, H, T, S).
     """
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T, Dk) @ (B, H, Dk, S)
-    if is_causal and allowed is None:
-        allowed = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).tril()
-    if allowed is not None:
-        scores = scores.masked_fill(~allowed, float("-inf"))
-    weights = torch.softmax(scores.float(), dim=-1).to(q.dtype)
-    if allowed is not None:
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).float()
+    # (B, H, T, Dk) @ (B, H, Dk, S) -> (B, H, T, S)
+    if is_causal and attn_mask is None:
+        attn_mask = torch.full(scores.shape[-2:], float("-inf"), device=q.device).triu(1)
+        # (T, S): -inf above the diagonal, 0 elsewhere
+    if attn_mask is not None:
+        scores = scores + attn_mask
+    weights = torch.softmax(scores, dim=-1).to(q.dtype)
+    if attn_mask is not None:
         # A row whose keys are all masked is all -inf, so softmax gives NaN: use zeros instead.
-        weights = weights.masked_fill(~allowed.any(-1, keepdim=True), 0.0)
+        weights = weights.masked_fill(attn_mask.eq(float("-inf")).all(-1, keepdim=True), 0.0)
     weights = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
     return weights @ v, weights  # (B, H, T, S) @ (B, H, S, Dk) -> (B, H, T, Dk)
 
@@ -97,8 +128,9 @@ class MultiHeadAttention(nn.Module):
     otherwise. With `need_weights=True` the math kernel is used, so the returned weights are
     the ones that produced the output.
 
-    A query row whose keys are all masked (an all-padding sentence) yields a zero output and
-    zero weights, never NaN, in the forward and backward pass.
+    Masks follow torch.nn.MultiheadAttention: bool (True = not attended) or float (added to
+    the scores). A query row whose keys are all masked (an all-padding sentence) yields a zero
+    output and zero weights, never NaN, in the forward and backward pass.
 
     Args:
         d_model: Width D.
@@ -107,7 +139,8 @@ class MultiHeadAttention(nn.Module):
         kernel: "auto", "sdpa" or "math".
 
     Raises:
-        ValueError: when d_model is not divisible by n_heads or the kernel is unknown.
+        ValueError: when d_model is not divisible by n_heads or the kernel is unknown; in
+            `forward`, for a mask that is neither bool nor float or a float mask of 0s and 1s.
     """
 
     def __init__(
@@ -166,8 +199,10 @@ class MultiHeadAttention(nn.Module):
         Args:
             query: Queries.
             key, value: Keys and values (ignored when `projected_kv` is given).
-            key_padding_mask: True at padding keys (not attended).
-            attn_mask: True where a query may not attend a key.
+            key_padding_mask: Which keys are padding: bool, True = not attended; or float,
+                added to the scores of that key (0 = attended, -inf = not attended).
+            attn_mask: Which keys each query may attend: bool, True = not attended; or float,
+                added to the scores (0 = attended, -inf = not attended, other values biases).
             is_causal: Also forbid keys after each query (square self-attention).
             need_weights: Also return the attention weights.
             projected_kv: Already projected per-head (K, V), e.g. from a decoder cache.
@@ -176,35 +211,41 @@ class MultiHeadAttention(nn.Module):
             (output, weights) with weights None unless `need_weights`.
 
         Shape:
-            query: (B, T, D). key, value: (B, S, D). key_padding_mask: (B, S).
-            attn_mask: (T, S) or (B, T, S). projected_kv: two (B, H, S, Dk).
-            output: (B, T, D). weights: (B, H, T, S).
+            query: (B, T, D). key, value: (B, S, D).
+            key_padding_mask: (B, S) bool (True at padding, not attended) or float (added).
+            attn_mask: (T, S) or (B, T, S), the same for every head; bool (True = not
+            attended) or float (added to the scores). projected_kv: two (B, H, S, Dk).
+            output: (B, T, D). weights: (B, H, T, S), zero in rows with no attendable key.
+
+        Raises:
+            ValueError: for a mask that is neither bool nor float, or a float mask of only 0s
+                and 1s (use a bool mask or 0 / -inf), naming the argument and its dtype.
         """
         B, T, _ = query.shape
         q = self.split_heads(self.q_proj(query))  # (B, T, D) -> (B, H, T, Dk)
         k, v = projected_kv if projected_kv is not None else self.project_kv(key, value)
         S = k.shape[2]
-        allowed = _allowed_positions(
-            key_padding_mask, attn_mask, B, T, S, is_causal, query.device
-        )  # None or (B|1, 1, T|1, S)
+        bias = _attention_bias(key_padding_mask, attn_mask, T, S, is_causal, query.device)
+        # None or (B|1, 1, T|1, S), float32
         empty_rows = None
-        if allowed is not None:
-            empty_rows = ~allowed.any(-1, keepdim=True)  # (B|1, 1, T|1, 1): no key to attend
-            allowed = allowed | empty_rows  # attend anything there, then zero the result below
+        if bias is not None:
+            empty_rows = bias.eq(float("-inf")).all(-1, keepdim=True)  # (B|1, 1, T|1, 1)
+            # rows with no key to attend: attend anything there, then zero the result below
+            bias = bias.masked_fill(empty_rows, 0.0)
         dropout_p = self.dropout if self.training else 0.0
         weights = None
         if self.uses_math_kernel(q) or need_weights:
             out, weights = scaled_dot_product_attention(
-                q, k, v, allowed, is_causal and allowed is None, dropout_p
+                q, k, v, bias, is_causal and bias is None, dropout_p
             )
         else:
             out = F.scaled_dot_product_attention(
                 q,
                 k,
                 v,
-                attn_mask=allowed,
+                attn_mask=None if bias is None else bias.to(q.dtype),  # a float mask is added
                 dropout_p=dropout_p,
-                is_causal=is_causal and allowed is None,
+                is_causal=is_causal and bias is None,
             )  # (B, H, T, Dk)
         out = self.out_proj(out.transpose(1, 2).reshape(B, T, self.n_heads * self.d_k))
         # (B, H, T, Dk) -> (B, T, D); D spelled out so that empty batches reshape too

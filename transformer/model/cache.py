@@ -59,11 +59,6 @@ class DecoderCache:
         first = self.layers[0].self_k
         return 0 if first is None else first.shape[2]
 
-    @property
-    def batch_size(self) -> int:
-        """Number of rows (sentences, or sentences x beams)."""
-        return self.layers[0].cross_k.shape[0]
-
     def reorder(self, index: torch.Tensor) -> None:
         """Select, reorder or repeat batch rows in place (beam reordering, dropping finished rows).
 

@@ -31,7 +31,8 @@ class Transformer(nn.Module):
         config: Hyper-parameters (defaults: the paper's base model).
 
     Shape:
-        src: (B, S) long. tgt_in: (B, T) long, the target shifted right (bos first).
+        src: (B, S) long, right-padded (real tokens first, then `pad_id`). tgt_in: (B, T) long,
+        the target shifted right (bos first), right-padded too.
         output: (B, T, V) logits over the target vocabulary.
     """
 
@@ -72,7 +73,9 @@ class Transformer(nn.Module):
             memory, the encoder output.
 
         Shape:
-            src: (B, S). src_key_padding_mask: (B, S) bool. output: (B, S, D).
+            src: (B, S), right-padded: each row's real tokens first, then `pad_id` (positions
+            count from column 0, so left padding would shift them; not checked here).
+            src_key_padding_mask: (B, S) bool, True at padding. output: (B, S, D).
         """
         if src_key_padding_mask is None:
             src_key_padding_mask = padding_mask(src, self.config.pad_id)
@@ -144,7 +147,8 @@ class Transformer(nn.Module):
             Logits.
 
         Shape:
-            src: (B, S). tgt_in: (B, T). output: (B, T, V).
+            src: (B, S), right-padded (real tokens first, then `pad_id`; see `encode`).
+            tgt_in: (B, T), right-padded too. output: (B, T, V).
         """
         if src_key_padding_mask is None:
             src_key_padding_mask = padding_mask(src, self.config.pad_id)

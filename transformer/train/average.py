@@ -10,9 +10,11 @@ Usage:
 Floating-point tensors are averaged (summed in float64, divided once, cast back); integer
 tensors (buffers, counters) are copied from the newest checkpoint. Weights tied to each other
 (the shared embedding and output projection share storage in the state dict) are averaged
-once and stay tied in the output. The output is an ordinary checkpoint (config, SentencePiece
-model, step of the newest input) without optimizer or data state, so `load_checkpoint`,
-`transformer-translate` and `transformer-evaluate` accept it; it cannot be resumed from.
+once and stay tied in the output; an input whose copies of a tied matrix hold different
+values is refused (`check_tied_weights`). The output is an ordinary checkpoint (config,
+SentencePiece model, step of the newest input) without optimizer or data state, so
+`load_checkpoint`, `transformer-translate` and `transformer-evaluate` accept it; it cannot be
+resumed from.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from pathlib import Path
 
 import torch
 
-from transformer.checkpoint import read_checkpoint, strip_wrapper_prefixes
+from transformer.checkpoint import check_tied_weights, read_checkpoint, strip_wrapper_prefixes
 from transformer.config import RETIRED_KEYS
 from transformer.model.config import ModelConfig
+from transformer.model.transformer import Transformer
 from transformer.train.run_directory import RunDirectory
 
 # Entries of the newest input copied into the output (the training state is not).
@@ -60,7 +63,8 @@ def average_checkpoints(paths: list[str | Path]) -> dict:
     Raises:
         ValueError: fewer than one path; checkpoints whose weight keys, shapes or dtypes
             differ (naming the key and the file), or whose SentencePiece models or model
-            configs differ (naming both files).
+            configs differ (naming both files); a checkpoint whose copies of a tied matrix
+            differ or whose model config is invalid (naming the file).
         FileNotFoundError: a missing input.
     """
     if not paths:
@@ -73,11 +77,13 @@ def average_checkpoints(paths: list[str | Path]) -> dict:
         checkpoint = read_checkpoint(path)
         weights = strip_wrapper_prefixes(checkpoint["model"])
         if index == 0:
+            structure = _structure(checkpoint["model_config"], path)
             reference, aliases = weights, _alias_groups(weights)
             first_path, first = path, checkpoint
         else:
             _check_compatible(reference, weights, first_path, path)
             _check_same_run(first, checkpoint, first_path, path)
+        check_tied_weights(weights, structure, path)
         for key, value in weights.items():
             if aliases[key] != key or not value.is_floating_point():
                 continue
@@ -122,6 +128,17 @@ def _architecture(model_config) -> dict | None:
     defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
     merged = {**defaults, **model_config}
     return {k: v for k, v in merged.items() if k not in KERNEL_FIELDS}
+
+
+def _structure(model_config, path) -> Transformer:
+    """The checkpoints' model on the meta device (no memory, no initialisation): it tells
+    `check_tied_weights` which keys name one tied matrix."""
+    try:
+        config = ModelConfig(**_architecture(model_config))
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{path}: invalid model_config: {error}") from error
+    with torch.device("meta"):
+        return Transformer(config)
 
 
 def _check_same_run(first: dict, checkpoint: dict, first_path, path) -> None:

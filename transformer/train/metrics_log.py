@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from pathlib import Path
+
+from transformer.atomic import atomic_write_text
 
 
 class MetricsLog:
@@ -29,7 +30,7 @@ class MetricsLog:
     def write(self, record: dict) -> None:
         """Append one object as a line and flush it to the OS."""
         with open(self.path, "a", encoding="utf-8") as file:
-            file.write(json.dumps(record, sort_keys=True) + "\n")
+            file.write(_line(record))
             file.flush()
 
     def read(self) -> list[dict]:
@@ -49,13 +50,12 @@ class MetricsLog:
         if not self.path.is_file():
             return
         kept = [r for r in self.read() if r.get("step", 0) <= step]
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        with open(tmp, "w", encoding="utf-8") as file:
-            for record in kept:
-                file.write(json.dumps(record, sort_keys=True) + "\n")
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(tmp, self.path)
+        atomic_write_text(self.path, "".join(_line(record) for record in kept))
+
+
+def _line(record: dict) -> str:
+    """One record as a line of the log."""
+    return json.dumps(record, sort_keys=True) + "\n"
 
 
 class TrainWindow:

@@ -8,7 +8,8 @@
     RUN_DIR/<spm files>            the SentencePiece model(s), written by data preparation
 
 `checkpoint_last.pt` and `checkpoint_best.pt` are hard links to (or copies of) a numbered
-checkpoint when one is written at the same step, so they cost no extra disk space.
+checkpoint when one is written at the same step, so they cost no extra disk space. Every file
+is written atomically (`transformer.atomic`): a crash leaves the old version or the new one.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from pathlib import Path
 
 import yaml
 
-from transformer.checkpoint import link_checkpoint, save_checkpoint
+from transformer.atomic import atomic_link, atomic_write_text
+from transformer.checkpoint import save_checkpoint
 
 NUMBERED = re.compile(r"^checkpoint_(\d+)\.pt$")
 
@@ -68,9 +70,9 @@ class RunDirectory:
             ) from error
 
     def write_config(self, config_dict: dict) -> None:
-        """Write the resolved config as YAML (re-loadable with `load_config`)."""
+        """Write the resolved config as YAML (re-loadable with `load_config`), atomically."""
         text = yaml.safe_dump(config_dict, sort_keys=False, default_flow_style=None)
-        self.config_path.write_text(text, encoding="utf-8")
+        atomic_write_text(self.config_path, text)
 
     def numbered_checkpoints(self) -> list[Path]:
         """Numbered checkpoints, oldest (smallest step) first."""
@@ -92,12 +94,12 @@ class RunDirectory:
         if numbered and keep_last > 0:
             first = self.step_path(step)
             save_checkpoint(state, first)
-            link_checkpoint(first, self.last_path)
+            atomic_link(first, self.last_path)
         else:
             first = self.last_path
             save_checkpoint(state, first)
         if best:
-            link_checkpoint(first, self.best_path)
+            atomic_link(first, self.best_path)
         if keep_last > 0:
             for old in self.numbered_checkpoints()[:-keep_last]:
                 old.unlink()

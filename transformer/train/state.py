@@ -21,6 +21,7 @@ import torch
 
 from transformer.checkpoint import (
     FORMAT_VERSION,
+    check_tied_weights,
     read_checkpoint,
     strip_wrapper_prefixes,
     unwrap_model,
@@ -123,8 +124,9 @@ def restore_training_checkpoint(
         The saved `TrainState`.
 
     Raises:
-        ValueError: when the weights do not fit `model` (another architecture) or the file holds
-            no training state (an averaged checkpoint), naming `path`.
+        ValueError: when the weights do not fit `model` (another architecture), copies of a
+            tied matrix differ (`check_tied_weights`), or the file holds no training state (an
+            averaged checkpoint), naming `path`.
     """
     missing = [
         k
@@ -136,8 +138,10 @@ def restore_training_checkpoint(
             f"{path} cannot be resumed: it has no {', '.join(missing)} (an averaged or "
             "weights-only checkpoint?); use --no-resume or another train.output_dir"
         )
+    weights = strip_wrapper_prefixes(checkpoint["model"])
+    check_tied_weights(weights, unwrap_model(model), path)
     try:
-        unwrap_model(model).load_state_dict(strip_wrapper_prefixes(checkpoint["model"]))
+        unwrap_model(model).load_state_dict(weights)
     except RuntimeError as error:
         raise ValueError(
             f"{path} does not fit the configured model (use --no-resume or another "

@@ -177,10 +177,6 @@ class Trainer:
             compile=train.compile,
         )
 
-    def checkpoint_state(self) -> dict | None:
-        """The full checkpoint dict on rank 0 (None elsewhere); collective: call on all ranks."""
-        return self.checkpoints.state(self.state)
-
     def _save(self, numbered: bool, best: bool) -> None:
         """Write checkpoint_last.pt (and numbered / best ones); collective."""
         self.state.elapsed_seconds = self.progress.elapsed()

@@ -1,0 +1,61 @@
+"""Tests for transformer/decode/config.py: `DecodeConfig`, the one rule set for decoding settings.
+
+The same messages reach users of the YAML config (tests/test_config_sections.py), of
+`Translator` (tests/decode/test_translator.py) and of the command line (tests/cli/).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from transformer.cli.common import add_decoding_arguments
+from transformer.decode.config import LENGTH_PENALTY_STYLES, DecodeConfig
+
+
+def test_defaults_are_the_papers_section_6_1():
+    decode = DecodeConfig()
+    assert (decode.beam_size, decode.length_penalty, decode.max_len_a, decode.max_len_b) == (
+        4,
+        0.6,
+        1.0,
+        50,
+    )
+    assert decode.length_penalty_style == "gnmt"
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(beam_size=0), r"decode\.beam_size \(0\) must be at least 1"),
+        (dict(max_tokens=-3), r"decode\.max_tokens \(-3\) must be at least 1"),
+        (dict(beam_size=2.5), r"decode\.beam_size \(2\.5\) must be an integer"),
+        (dict(beam_size=True), r"decode\.beam_size \(True\) must be an integer"),
+        (dict(max_len_b=None), r"decode\.max_len_b \(None\) must be an integer"),
+        (dict(length_penalty="0.6"), r"decode\.length_penalty \('0\.6'\) must be a number"),
+        (dict(max_len_a=float("nan")), r"decode\.max_len_a \(nan\) must be a finite number >= 0"),
+        (dict(length_penalty_style="avg"), r"decode\.length_penalty_style \('avg'\) must be one"),
+    ],
+)
+def test_bad_values_name_the_key_and_the_value(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        DecodeConfig(**kwargs)
+
+
+def test_nbest_must_fit_in_the_beam():
+    DecodeConfig(beam_size=3).check_nbest(3)
+    for nbest in (0, 4):
+        with pytest.raises(ValueError, match=rf"nbest \({nbest}\) must be between 1 and beam_size"):
+            DecodeConfig(beam_size=3).check_nbest(nbest)
+    with pytest.raises(ValueError, match=r"nbest \(2\.0\) must be an integer"):
+        DecodeConfig().check_nbest(2.0)
+
+
+def test_the_command_line_offers_exactly_the_allowed_styles():
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    add_decoding_arguments(parser)
+    (action,) = [a for a in parser._actions if a.dest == "length_penalty_style"]
+    assert tuple(action.choices) == LENGTH_PENALTY_STYLES
+    for style in LENGTH_PENALTY_STYLES:
+        DecodeConfig(length_penalty_style=style)

@@ -1,0 +1,122 @@
+"""Tests for transformer/atomic.py: the old file survives any failure, no temporary file stays."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from transformer.atomic import atomic_link, atomic_write, atomic_write_text
+
+
+def listing(directory) -> list[str]:
+    return sorted(p.name for p in directory.iterdir())
+
+
+def test_writes_and_replaces(tmp_path):
+    path = tmp_path / "out.txt"
+    assert atomic_write_text(path, "one\n") == path
+    assert atomic_write(path, lambda file: file.write(b"two\r\n")) == path
+    assert path.read_bytes() == b"two\r\n"  # bytes as given, no newline translation
+    assert listing(tmp_path) == ["out.txt"]
+
+
+def test_new_files_get_the_usual_permissions(tmp_path):
+    reference = tmp_path / "plain.txt"
+    reference.write_text("x")
+    atomic_write_text(tmp_path / "atomic.txt", "x")
+    assert (tmp_path / "atomic.txt").stat().st_mode == reference.stat().st_mode
+
+
+@pytest.mark.parametrize("error", [RuntimeError("disk on fire"), KeyboardInterrupt()])
+def test_a_failure_inside_write_keeps_the_old_file_and_no_temporary(tmp_path, error):
+    path = tmp_path / "out.txt"
+    path.write_text("old\n")
+
+    def write(file):
+        file.write(b"half of the new cont")
+        raise error
+
+    with pytest.raises(type(error)):
+        atomic_write(path, write)
+    assert path.read_text() == "old\n"
+    assert listing(tmp_path) == ["out.txt"]
+
+
+def test_a_failure_without_an_old_file_leaves_nothing(tmp_path):
+    def write(file):
+        raise ValueError("bad")
+
+    with pytest.raises(ValueError, match="bad"):
+        atomic_write(tmp_path / "new.bin", write)
+    assert listing(tmp_path) == []
+
+
+def test_a_failing_rename_keeps_the_old_file(tmp_path, monkeypatch):
+    path = tmp_path / "out.txt"
+    path.write_text("old\n")
+
+    def refuse(src, dst):
+        raise PermissionError(13, "Permission denied", str(dst))
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(PermissionError):
+        atomic_write_text(path, "new\n")
+    assert path.read_text() == "old\n"
+    assert listing(tmp_path) == ["out.txt"]
+
+
+def test_missing_directory_is_an_os_error(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        atomic_write_text(tmp_path / "missing" / "out.txt", "x")
+
+
+def test_a_symbolic_link_is_written_through(tmp_path):
+    target = tmp_path / "target.txt"
+    target.write_text("old")
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    assert atomic_write_text(link, "new") == target
+    assert link.is_symlink() and target.read_text() == "new"
+
+
+def test_link_shares_the_file_or_copies_it(tmp_path, monkeypatch):
+    source = tmp_path / "checkpoint_7.pt"
+    source.write_bytes(b"weights")
+    last = tmp_path / "checkpoint_last.pt"
+    last.write_bytes(b"older weights")
+    atomic_link(source, last)
+    assert os.path.samefile(source, last) and last.read_bytes() == b"weights"
+
+    def no_hard_links(src, dst):
+        raise OSError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_hard_links)
+    best = tmp_path / "checkpoint_best.pt"
+    atomic_link(source, best)
+    assert best.read_bytes() == b"weights" and not os.path.samefile(source, best)
+    assert listing(tmp_path) == ["checkpoint_7.pt", "checkpoint_best.pt", "checkpoint_last.pt"]
+
+
+def test_link_interrupted_keeps_the_old_file(tmp_path, monkeypatch):
+    source = tmp_path / "new.pt"
+    source.write_bytes(b"new")
+    path = tmp_path / "last.pt"
+    path.write_bytes(b"old")
+
+    def interrupted(src, dst):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        atomic_link(source, path)
+    assert path.read_bytes() == b"old"
+    assert listing(tmp_path) == ["last.pt", "new.pt"]
+
+
+def test_a_device_or_pipe_is_written_in_place():
+    devnull = Path(os.devnull)
+    if not devnull.exists() or devnull.is_file():
+        pytest.skip("no character device to write to")
+    assert atomic_write_text(devnull, "discarded") == devnull  # no temporary file in /dev

@@ -1,0 +1,139 @@
+"""Atomic file writes: a file is either its old version or its new one, never half written.
+
+Every file this project writes (checkpoints, SentencePiece models, encoded-data caches, the run
+directory's config and metrics, the command-line tools' outputs) goes through `atomic_write`
+or, for a second name of a finished checkpoint, `atomic_link`:
+
+1. the content goes to a temporary file in the same directory (same file system, so that the
+   rename is atomic), named `.<name>.<pid>.<random>.tmp`;
+2. the file is flushed and fsynced, so the data is on disk before its name is;
+3. `os.replace` renames it over the final name (atomic on POSIX and Windows);
+4. the directory is fsynced, so the rename itself survives a power cut.
+
+A failure at any point, Ctrl-C (KeyboardInterrupt) included, removes the temporary file and
+leaves the old file, if any, untouched. A symbolic link is written through (its target is
+replaced, the link stays), and a path that exists but is not a regular file (a FIFO, a
+terminal, /dev/stdout on a pipe) is written in place, since it cannot be replaced.
+
+Source: the write, fsync, rename, fsync-the-directory sequence of Dan Luu's "Files are hard"
+(2015).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+__all__ = ["atomic_link", "atomic_write", "atomic_write_text"]
+
+
+def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> Path:
+    """Write a file atomically: `write(file)` fills a temporary file that then replaces `path`.
+
+    Args:
+        path: The final file. Its directory must exist.
+        write: Called once with the temporary file, opened for binary writing; it must not
+            close it. Whatever it returns is ignored.
+
+    Returns:
+        The path written (the target of `path` when `path` is a symbolic link).
+
+    Raises:
+        OSError: when the file cannot be written or replaced (no such directory, no
+            permission, disk full); nothing is left behind.
+        Any exception of `write`, unchanged, after the temporary file is removed.
+
+    Example:
+        >>> atomic_write("out.txt", lambda file: file.write(b"hello\\n"))  # doctest: +SKIP
+    """
+    path = Path(path)
+    if path.exists() and not path.is_file():  # a FIFO, terminal or pipe: nothing to replace
+        with open(path, "wb") as file:
+            write(file)
+        return path
+    path = _final_path(path)
+    tmp = _temporary_name(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            write(file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # KeyboardInterrupt too: never leave the temporary file behind
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_directory(path.parent)
+    return path
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """`atomic_write` of `text` encoded as UTF-8 (newlines written as given, never translated).
+
+    Returns:
+        The path written.
+    """
+    return atomic_write(path, lambda file: file.write(text.encode("utf-8")))
+
+
+def atomic_link(source: str | Path, path: str | Path) -> Path:
+    """Make `path` a second name of the finished file `source`, atomically.
+
+    A hard link when the file system allows it (no extra disk space or time), else a copy
+    (`atomic_write`); either way `path` is replaced in one rename, so a reader sees the old
+    file or the new one. Used for checkpoint_last.pt / checkpoint_best.pt, which name the
+    numbered checkpoint of the same step.
+
+    Args:
+        source: An existing, complete file.
+        path: The name to (re)point at it.
+
+    Returns:
+        The path written.
+
+    Raises:
+        OSError: when `source` cannot be read or `path` cannot be written.
+    """
+    source, path = Path(source), _final_path(path)
+    tmp = _temporary_name(path)
+    try:
+        os.link(source, tmp)
+    except OSError:  # no hard links here (another file system, FAT, some network mounts)
+        with open(source, "rb") as original:
+            return atomic_write(path, lambda file: shutil.copyfileobj(original, file, 1 << 24))
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_directory(path.parent)
+    return path
+
+
+def _final_path(path: str | Path) -> Path:
+    """`path`, or the file a symbolic link `path` points to (so that the link survives)."""
+    path = Path(path)
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def _temporary_name(path: Path) -> Path:
+    """A fresh hidden name next to `path`; the pid and random part keep writers apart."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in `directory` durable (a no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
