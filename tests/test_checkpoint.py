@@ -24,11 +24,8 @@ from transformer.checkpoint import (
     strip_wrapper_prefixes,
 )
 from transformer.data.tokenizer import Tokenizer
-from transformer.train.state import (
-    capture_rng_state,
-    restore_rng_state,
-    restore_training_checkpoint,
-)
+from transformer.train.checkpoints import restore_training_checkpoint
+from transformer.train.state import capture_rng_state, restore_rng_state
 
 SENTENCES = [
     "a man rides a bike down the street",

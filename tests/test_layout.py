@@ -5,7 +5,8 @@
 - nothing outside `transformer/cli/` imports from it (console scripts sit on top; the
   `__main__.py` entry points are console scripts too);
 - no module is longer than 300 lines;
-- tests mirror the package: `tests/<concern>/test_<module>.py` for `transformer/<concern>/<module>.py`.
+- tests mirror the package: `tests/<concern>/test_<module>.py` tests
+  `transformer/<concern>/<module>.py`.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@
 - `trainer.py`: `Trainer`, the loop; `update.py`: one optimizer update over micro-batches;
 - `loss.py`: label-smoothed cross-entropy (5.4); `optim.py`: Adam and the schedule (5.3);
 - `precision.py`: fp32 / bf16 / fp16 autocast; `distributed.py`: torchrun and collectives;
-- `state.py`: what a checkpoint holds beyond the weights, and resuming;
+- `state.py`: progress counters and random generators; `checkpoints.py`: writing a run's
+  checkpoints and resuming from one;
 - `run_directory.py`: the run directory's files; `metrics_log.py`: `metrics.jsonl`;
 - `progress.py`: the progress bar and clock; `validation.py`: loss and BLEU during training;
 - `average.py`: checkpoint averaging (section 6.1).

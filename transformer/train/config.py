@@ -156,3 +156,14 @@ class TrainConfig:
             raise ValueError(f"train.label_smoothing ({self.label_smoothing}) must be in [0, 1)")
         if self.lr_schedule == "inverse_sqrt" and self.peak_lr is None:
             raise ValueError("train.lr_schedule inverse_sqrt needs train.peak_lr")
+        if self.tokens_per_update is not None and self.update_freq != 1:
+            raise ValueError(
+                f"set either train.tokens_per_update ({self.tokens_per_update}) or "
+                f"train.update_freq ({self.update_freq}), not both"
+            )
+
+    def micro_batches_per_update(self, world_size: int) -> int:
+        """`update_freq`, or ceil(tokens_per_update / (max_tokens * world_size)) when set."""
+        if self.tokens_per_update is None:
+            return self.update_freq
+        return max(1, math.ceil(self.tokens_per_update / (self.max_tokens * world_size)))

@@ -16,7 +16,6 @@ every RNG state (training_state.py), and continues exactly as if it had not stop
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 
 import torch
@@ -29,14 +28,14 @@ from transformer.data.prepare import prepare_data
 from transformer.device import resolve_device
 from transformer.model.config import ModelConfig
 from transformer.model.transformer import Transformer
-from transformer.train.config import TrainConfig
+from transformer.train.checkpoints import TrainingCheckpoints
 from transformer.train.distributed import DistributedContext, barrier
 from transformer.train.metrics_log import MetricsLog
 from transformer.train.optim import build_lr_schedule, build_optimizer
 from transformer.train.precision import grad_scaler, resolve_precision
 from transformer.train.progress import TrainProgress
 from transformer.train.run_directory import RunDirectory
-from transformer.train.state import TrainingCheckpoints, TrainState, seed_everything
+from transformer.train.state import TrainState, seed_everything
 from transformer.train.update import UpdateResult, UpdateStep
 from transformer.train.validation import Validator
 
@@ -46,22 +45,6 @@ MAX_CONSECUTIVE_SKIPS = 100
 
 class NonFiniteLossError(FloatingPointError):
     """The loss of an update was NaN or Inf (training stopped; the last checkpoint is kept)."""
-
-
-def derive_update_freq(train: TrainConfig, world_size: int) -> int:
-    """Micro-batches per update: `update_freq`, or ceil(tokens_per_update / (max_tokens * world)).
-
-    Raises:
-        ValueError: when both `tokens_per_update` and a non-default `update_freq` are set.
-    """
-    if train.tokens_per_update is None:
-        return train.update_freq
-    if train.update_freq != 1:
-        raise ValueError(
-            f"set either train.tokens_per_update ({train.tokens_per_update}) or "
-            f"train.update_freq ({train.update_freq}), not both"
-        )
-    return max(1, math.ceil(train.tokens_per_update / (train.max_tokens * world_size)))
 
 
 def model_config_for(config: ModelConfig, tokenizer) -> ModelConfig:
@@ -109,7 +92,7 @@ class Trainer:
         torch.set_flush_denormal(train.flush_denormal)
         self.precision = resolve_precision(train.precision, self.device)
         onednn = use_onednn(train.linear_kernel, self.device, self.precision, train.compile)
-        self.update_freq = derive_update_freq(train, world)
+        self.update_freq = train.micro_batches_per_update(world)
         self.run_dir = RunDirectory(train.output_dir)
         # Rank 0 trains (or finds) the SentencePiece model and caches the data; then the others.
         prepared = None
