@@ -53,6 +53,7 @@ from benchmarks.workers import (  # noqa: E402
     machine_load,
     source_revision,
 )
+from transformer.atomic import atomic_write_text  # noqa: E402
 
 
 class CacheMismatchError(AssertionError):
@@ -354,7 +355,7 @@ def main(argv: list[str] | None = None, plan: Plan | None = None) -> int:
     print(format_table(report))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        atomic_write_text(args.json, json.dumps(report, indent=2) + "\n")
         print(f"[benchmark] wrote {args.json}")
     return 0
 

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import yaml
 
+from transformer.atomic import atomic_write_text
 from transformer.config import load_config
 from transformer.data.corpus import resolve_prefix
 from transformer.train.run_directory import RunDirectory
@@ -77,7 +78,7 @@ def find_multi30k(download_dir: Path) -> Path:
     for split, name in SPLITS.items():
         for lang in ("en", "de"):
             lines = [row[lang].replace("\n", " ").strip() for row in dataset[split]]
-            (download_dir / f"{name}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+            atomic_write_text(download_dir / f"{name}.{lang}", "\n".join(lines) + "\n")
     return download_dir
 
 
@@ -231,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         "config": yaml.safe_load((run_dir / "config.yaml").read_text()),
     }
     out = results_dir / f"{stem}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    atomic_write_text(out, json.dumps(result, indent=2) + "\n")
     rows = [
         ("sacreBLEU BLEU", f"{result['bleu']:.2f}  ({result['signature']})"),
         ("chrF", f"{result['chrf']:.2f}  ({result['chrf_signature']})"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from transformer.atomic import atomic_write
 from transformer.evaluate.attention_maps import AttentionMaps
 
 VIZ_INSTALL_HINT = "drawing attention maps needs matplotlib: pip install 'transformer[viz]'"
@@ -92,7 +93,8 @@ def draw_attention(
     figure.colorbar(image, ax=figure.axes, shrink=0.8, label="attention weight")
     figure.suptitle(f"{maps.kind} attention", fontsize=10)
     if output is not None:
-        figure.savefig(output, dpi=120)
+        fmt = Path(output).suffix.lstrip(".") or "png"
+        atomic_write(output, lambda file: figure.savefig(file, format=fmt, dpi=120))
     return figure
 
 

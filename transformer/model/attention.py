@@ -123,9 +123,8 @@ class MultiHeadAttention(nn.Module):
     Two interchangeable kernels compute equation 1: "sdpa" calls
     `torch.nn.functional.scaled_dot_product_attention` (fused) and "math" runs the written-out
     `scaled_dot_product_attention` above. "auto" (the default) takes "math" for bf16/fp16
-    tensors on the CPU, where the fused kernel's backward pass is slow (1-7% of a base-model
-    training step in bf16 on our benchmark CPU; 24% for the Multi30k model), and "sdpa"
-    otherwise. With `need_weights=True` the math kernel is used, so the returned weights are
+    tensors on the CPU, where the fused kernel's backward pass is slow (BENCHMARKS.md), and
+    "sdpa" otherwise. With `need_weights=True` the math kernel is used, so the returned weights are
     the ones that produced the output.
 
     Masks follow torch.nn.MultiheadAttention: bool (True = not attended) or float (added to

@@ -174,13 +174,11 @@ def _check_compatible(reference: dict, weights: dict, first: str | Path, path: s
 
 
 def last_checkpoints(run_dir: str | Path, count: int) -> list[Path]:
-    """The `count` newest numbered checkpoints (checkpoint_<step>.pt) of a run, oldest first.
+    """The `count` (>= 1) newest numbered checkpoints (checkpoint_<step>.pt) of a run, oldest first.
 
     Raises:
-        ValueError: when `count` < 1 or the directory holds fewer numbered checkpoints.
+        ValueError: when the directory holds fewer numbered checkpoints.
     """
-    if count < 1:
-        raise ValueError(f"--last ({count}) must be at least 1")
     found = RunDirectory(run_dir).numbered_checkpoints()
     if len(found) < count:
         raise ValueError(
