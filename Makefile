@@ -16,7 +16,7 @@ venv:
 install: venv
 	$(PY) -m pip install -q -e ".[dev]"
 
-# Default test run: everything except GPU tests (slow real-data tests included, about 2.5 minutes
+# Default test run: everything except GPU tests (slow real-data tests included, about 2 minutes
 # on 2 CPU cores). Real data: ../shared/data, or $TRANSFORMER_DATA_DIR.
 test: install
 	$(PY) -m pytest -q -m "not gpu" tests
