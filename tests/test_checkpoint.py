@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import random
 import re
@@ -11,11 +10,9 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 import torch
 
-from transformer import ModelConfig, Transformer
 from transformer.checkpoint import (
     FORMAT_VERSION,
     load_checkpoint,
@@ -23,59 +20,24 @@ from transformer.checkpoint import (
     save_checkpoint,
     strip_wrapper_prefixes,
 )
-from transformer.data.tokenizer import Tokenizer
-from transformer.train.checkpoints import restore_training_checkpoint
-from transformer.train.state import capture_rng_state, restore_rng_state
-
-SENTENCES = [
-    "a man rides a bike down the street",
-    "two dogs play in the snow",
-    "ein mann fährt mit dem fahrrad die straße hinunter",
-    "zwei hunde spielen im schnee",
-] * 20
 
 
-@pytest.fixture(scope="module")
-def spm_bytes() -> bytes:
-    return Tokenizer.train(SENTENCES, vocab_size=40)
+@pytest.fixture
+def model(make_model, tiny_tokenizer):
+    """A small model in training mode (as training saves it)."""
+    return make_model(tiny_tokenizer.vocab_size).train()
 
 
-def _model(**overrides) -> Transformer:
-    torch.manual_seed(0)
-    config = ModelConfig(
-        vocab_size=40,
-        d_model=16,
-        d_ff=32,
-        n_heads=2,
-        n_encoder_layers=1,
-        n_decoder_layers=1,
-        **overrides,
-    )
-    return Transformer(config)
-
-
-def _checkpoint(model: Transformer, spm: bytes, **extra) -> dict:
-    return {
-        "format_version": FORMAT_VERSION,
-        "model": model.state_dict(),
-        "model_config": dataclasses.asdict(model.config),
-        "config": {},
-        "spm_model": spm,
-        "tgt_spm_model": None,
-        "step": 7,
-        **extra,
-    }
-
-
-def test_round_trip_rebuilds_the_model_in_eval_mode(tmp_path, spm_bytes):
-    model = _model()
+def test_round_trip_rebuilds_the_model_in_eval_mode(
+    tmp_path, model, tiny_tokenizer, checkpoint_state
+):
     path = tmp_path / "c.pt"
-    save_checkpoint(_checkpoint(model, spm_bytes), path)
+    save_checkpoint(checkpoint_state(model, tiny_tokenizer, 7), path)
     assert torch.load(path, weights_only=True)["step"] == 7
     loaded, tokenizer, config = load_checkpoint(path)
     assert not loaded.training
     assert config.model == model.config
-    assert tokenizer.vocab_size == 40
+    assert tokenizer.src_model_bytes == tiny_tokenizer.src_model_bytes
     for key, value in model.state_dict().items():
         assert torch.equal(loaded.state_dict()[key], value), key
     # Tied weights stay tied after loading.
@@ -83,17 +45,18 @@ def test_round_trip_rebuilds_the_model_in_eval_mode(tmp_path, spm_bytes):
     assert list(tmp_path.iterdir()) == [path]  # no temporary file left behind
 
 
-def test_wrapper_prefixes_are_stripped(tmp_path, spm_bytes):
-    model = _model()
+def test_wrapper_prefixes_are_stripped(tmp_path, model, tiny_tokenizer, checkpoint_state):
     prefixed = {f"module._orig_mod.{k}": v for k, v in model.state_dict().items()}
     assert strip_wrapper_prefixes(prefixed).keys() == model.state_dict().keys()
     path = tmp_path / "c.pt"
-    save_checkpoint({**_checkpoint(model, spm_bytes), "model": prefixed}, path)
+    save_checkpoint({**checkpoint_state(model, tiny_tokenizer, 7), "model": prefixed}, path)
     loaded, _, _ = load_checkpoint(path)
     assert torch.equal(loaded.src_embed.weight, model.src_embed.weight)
 
 
-def test_read_errors_name_the_path_and_the_problem(tmp_path, spm_bytes):
+def test_read_errors_name_the_path_and_the_problem(
+    tmp_path, model, tiny_tokenizer, checkpoint_state
+):
     missing = tmp_path / "missing.pt"
     with pytest.raises(FileNotFoundError, match="missing.pt"):
         read_checkpoint(missing)
@@ -106,7 +69,7 @@ def test_read_errors_name_the_path_and_the_problem(tmp_path, spm_bytes):
     with pytest.raises(ValueError, match="plain.pt.*format_version"):
         read_checkpoint(plain)
     future = tmp_path / "future.pt"
-    torch.save({**_checkpoint(_model(), spm_bytes), "format_version": 99}, future)
+    torch.save({**checkpoint_state(model, tiny_tokenizer, 7), "format_version": 99}, future)
     with pytest.raises(ValueError, match="future.pt.*format_version 99"):
         read_checkpoint(future)
 
@@ -115,16 +78,18 @@ class _Payload:
     """An arbitrary object: weights_only loading must refuse it (it could run code)."""
 
 
-def test_objects_other_than_tensors_and_plain_values_are_refused(tmp_path, spm_bytes):
+def test_objects_other_than_tensors_and_plain_values_are_refused(
+    tmp_path, model, tiny_tokenizer, checkpoint_state
+):
     path = tmp_path / "evil.pt"
-    torch.save({**_checkpoint(_model(), spm_bytes), "extra": _Payload()}, path)
+    torch.save({**checkpoint_state(model, tiny_tokenizer, 7), "extra": _Payload()}, path)
     with pytest.raises(ValueError, match="evil.pt"):
         read_checkpoint(path)
 
 
-def test_failed_save_keeps_the_previous_file(tmp_path, spm_bytes):
+def test_failed_save_keeps_the_previous_file(tmp_path, model, tiny_tokenizer, checkpoint_state):
     path = tmp_path / "c.pt"
-    save_checkpoint(_checkpoint(_model(), spm_bytes), path)
+    save_checkpoint(checkpoint_state(model, tiny_tokenizer, 7), path)
     with pytest.raises(Exception):  # noqa: B017 - whatever torch.save raises for a lambda
         save_checkpoint({"format_version": 1, "bad": lambda: None}, path)
     assert read_checkpoint(path)["step"] == 7
@@ -159,18 +124,6 @@ def test_kill_9_during_saves_never_leaves_a_truncated_checkpoint(tmp_path):
         assert torch.all(state["model"]["w"] == state["step"])
 
 
-def test_rng_state_round_trip_through_a_weights_only_checkpoint(tmp_path):
-    path = tmp_path / "rng.pt"
-    checkpoint = {"format_version": 1, "model": {}, "model_config": {}}
-    save_checkpoint({**checkpoint, "rng": capture_rng_state()}, path)
-    state = read_checkpoint(path)["rng"]
-    before = (random.random(), np.random.rand(), torch.rand(3))
-    restore_rng_state(state)
-    after = (random.random(), np.random.rand(), torch.rand(3))
-    assert before[0] == after[0] and before[1] == after[1]
-    assert torch.equal(before[2], after[2])
-
-
 @pytest.mark.parametrize(
     "content", [b"hello world\n", b"model: 5\n", b"", b"\x00" * 10, b"PK\x03\x04junk"]
 )
@@ -186,18 +139,22 @@ def test_text_and_empty_files_are_not_readable_checkpoints(tmp_path, content):
         assert message.endswith("the file is empty (0 bytes)")
 
 
-def test_arbitrary_objects_message_omits_the_weights_only_false_advice(tmp_path, spm_bytes):
+def test_arbitrary_objects_message_omits_the_weights_only_false_advice(
+    tmp_path, model, tiny_tokenizer, checkpoint_state
+):
     path = tmp_path / "evil.pt"
-    torch.save({**_checkpoint(_model(), spm_bytes), "extra": _Payload()}, path)
+    torch.save({**checkpoint_state(model, tiny_tokenizer, 7), "extra": _Payload()}, path)
     with pytest.raises(ValueError) as error:
         read_checkpoint(path)
     assert "Unsupported global" in str(error.value)
     assert "weights_only" not in str(error.value)
 
 
-def test_tampered_spm_bytes_name_the_checkpoint(tmp_path, spm_bytes):
+def test_tampered_spm_bytes_name_the_checkpoint(tmp_path, model, tiny_tokenizer, checkpoint_state):
     path = tmp_path / "tampered.pt"
-    torch.save(_checkpoint(_model(), b"not a sentencepiece model"), path)
+    torch.save(
+        checkpoint_state(model, tiny_tokenizer, 7, spm_model=b"not a sentencepiece model"), path
+    )
     with pytest.raises(ValueError, match=rf"^{path}: .*SentencePiece"):
         load_checkpoint(path)
 
@@ -226,19 +183,23 @@ def test_pickled_function_call_is_refused_without_the_weights_only_false_advice(
         (None, "'model_config' must be a mapping, not NoneType"),
     ],
 )
-def test_bad_model_config_names_the_file(tmp_path, spm_bytes, stored, message):
+def test_bad_model_config_names_the_file(
+    tmp_path, model, tiny_tokenizer, checkpoint_state, stored, message
+):
     path = tmp_path / "bad.pt"
-    torch.save({**_checkpoint(_model(), spm_bytes), "model_config": stored}, path)
+    torch.save({**checkpoint_state(model, tiny_tokenizer, 7), "model_config": stored}, path)
     with pytest.raises(ValueError, match=rf"^{path}: .*{message}"):
         load_checkpoint(path)
 
 
 @pytest.mark.parametrize("device", ["tpu", "cuda:0"])
-def test_unknown_or_unavailable_device_is_a_clear_error(tmp_path, spm_bytes, device):
+def test_unknown_or_unavailable_device_is_a_clear_error(
+    tmp_path, model, tiny_tokenizer, checkpoint_state, device
+):
     if device.startswith("cuda") and torch.cuda.is_available():
         pytest.skip("CUDA is available here")
     path = tmp_path / "ok.pt"
-    torch.save(_checkpoint(_model(), spm_bytes), path)
+    torch.save(checkpoint_state(model, tiny_tokenizer, 7), path)
     with pytest.raises(ValueError, match=f"device '{device}'"):
         load_checkpoint(path, device=device)
 
@@ -257,39 +218,27 @@ TIED_COPIES_THAT_DIFFER = [
 
 @pytest.mark.parametrize("share, changed, keys", TIED_COPIES_THAT_DIFFER)
 def test_tied_copies_that_differ_are_refused_naming_the_file_and_keys(
-    tmp_path, spm_bytes, share, changed, keys
+    tmp_path, make_model, tiny_tokenizer, checkpoint_state, share, changed, keys
 ):
-    model = _model(share_embeddings=share)
+    model = make_model(tiny_tokenizer.vocab_size, share_embeddings=share)
     weights = _separate_copies(model.state_dict())
     weights[changed][5, 3] += 1.0
     path = tmp_path / "edited.pt"
-    save_checkpoint({**_checkpoint(model, spm_bytes), "model": weights}, path)
+    save_checkpoint({**checkpoint_state(model, tiny_tokenizer, 7), "model": weights}, path)
     with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}: tied weights {keys} differ"):
         load_checkpoint(path)
 
 
-@pytest.mark.parametrize("share, changed, keys", TIED_COPIES_THAT_DIFFER)
-def test_resuming_refuses_tied_copies_that_differ(tmp_path, spm_bytes, share, changed, keys):
-    model = _model(share_embeddings=share)
-    weights = _separate_copies(model.state_dict())
-    weights[changed][0, 0] -= 0.5
-    training = {"optimizer": {}, "lr_scheduler": {}, "data_position": {}, "train_state": {}}
-    checkpoint = {**_checkpoint(model, spm_bytes), "model": weights, **training}
-    path = tmp_path / "checkpoint_last.pt"
-    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}: tied weights {keys} differ"):
-        restore_training_checkpoint(  # the components after the weights are never reached
-            checkpoint, path, model=model, optimizer=None, schedule=None, scaler=None, batches=None
-        )
-
-
 @pytest.mark.parametrize("share", [True, False])
-def test_separate_but_equal_tied_copies_load_and_stay_tied(tmp_path, spm_bytes, share):
-    model = _model(share_embeddings=share)
+def test_separate_but_equal_tied_copies_load_and_stay_tied(
+    tmp_path, make_model, tiny_tokenizer, checkpoint_state, share
+):
+    model = make_model(tiny_tokenizer.vocab_size, share_embeddings=share)
     weights = _separate_copies(model.state_dict())
     if not share:  # the source embedding is not tied to anything: it may hold anything
         weights["src_embed.weight"] += 1.0
     path = tmp_path / "copies.pt"
-    save_checkpoint({**_checkpoint(model, spm_bytes), "model": weights}, path)
+    save_checkpoint({**checkpoint_state(model, tiny_tokenizer, 7), "model": weights}, path)
     loaded, _, _ = load_checkpoint(path)
     for key, value in weights.items():
         assert torch.equal(loaded.state_dict()[key], value), key

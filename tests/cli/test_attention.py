@@ -1,103 +1,52 @@
-"""Heatmaps and the transformer-attention command: one panel per requested head, a real PNG,
-raw weights as JSON equal to the Python API's, and clear errors (missing matplotlib, bad layer).
+"""Tests for transformer/cli/attention.py (the transformer-attention command): a real PNG, raw
+weights as JSON equal to the Python API's, and clear errors (missing matplotlib, bad layer).
 
-References: the PNG signature and matplotlib's own reader for the image; `attention_weights`
-(tested against closed-form facts in test_attention_maps.py) for the JSON.
+References: the PNG signature for the image (the panels themselves: tests/evaluate/test_plot.py);
+`attention_weights` (tested against closed-form facts in test_attention_maps.py) for the JSON.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 
 import pytest
 import torch
 
-from tests.evaluate.test_attention_maps import SHORT, SHORT_DE, tiny_model, tiny_tokenizer
-from transformer.checkpoint import FORMAT_VERSION, save_checkpoint
 from transformer.cli.attention import main
 from transformer.decode.config import DecodeConfig
 from transformer.evaluate.attention_maps import attention_weights
-from transformer.evaluate.plot import draw_attention
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SOURCE = "A man is riding a horse."
+SHORT, SHORT_DE = "A man.", "Ein Mann."
 
 
 @pytest.fixture(scope="module")
-def tok():
-    return tiny_tokenizer()
+def model(make_model, tiny_tokenizer):
+    return make_model(tiny_tokenizer.vocab_size)
 
 
 @pytest.fixture(scope="module")
-def model(tok):
-    return tiny_model(tok.vocab_size)
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory, model, tok):
+def checkpoint(tmp_path_factory, model, tiny_tokenizer, write_checkpoint):
     """A checkpoint file in the documented format, written by `save_checkpoint`."""
     path = tmp_path_factory.mktemp("run") / "checkpoint_best.pt"
-    state = {
-        "format_version": FORMAT_VERSION,
-        "model": model.state_dict(),
-        "model_config": dataclasses.asdict(model.config),
-        "spm_model": tok.src_model_bytes,
-        "tgt_spm_model": None,
-        "step": 0,
-    }
-    save_checkpoint(state, path)
-    return path
+    return write_checkpoint(path, model, tiny_tokenizer)
 
 
-def heatmap_axes(figure) -> list:
-    """The panels (axes holding an image), leaving out the colour bar."""
-    return [ax for ax in figure.axes if ax.images]
-
-
-@pytest.mark.parametrize(
-    ("heads", "average", "panels"), [(None, False, 4), ([0, 2], False, 2), ([1, 3], True, 1)]
-)
-def test_one_panel_per_requested_head_and_png_written(model, tok, tmp_path, heads, average, panels):
-    pytest.importorskip("matplotlib")
-    from matplotlib.image import imread
-
-    maps = attention_weights(model, tok, SOURCE, SHORT_DE, "cross")
-    path = tmp_path / "map.png"
-    figure = draw_attention(maps, layer=1, heads=heads, average_heads=average, output=path)
-    axes = heatmap_axes(figure)
-    assert len(axes) == panels
-    assert path.read_bytes()[:8] == PNG_SIGNATURE
-    assert imread(path).shape[0] > 100
-    shown = axes[0].images[0].get_array()
-    selected = maps.weights[1, heads if heads is not None else slice(None)]
-    expected = selected.mean(0) if average else selected[0]
-    torch.testing.assert_close(torch.as_tensor(shown.data), expected, atol=1e-6, rtol=0)
-    assert [t.get_text() for t in axes[0].get_xticklabels()] == maps.key_labels
-    assert [t.get_text() for t in axes[0].get_yticklabels()] == maps.query_labels
-
-
-def test_out_of_range_layer_or_head_names_the_value(model, tok):
-    pytest.importorskip("matplotlib")
-    maps = attention_weights(model, tok, SHORT, kind="self")
-    with pytest.raises(ValueError, match="layer 2"):
-        draw_attention(maps, layer=2)
-    with pytest.raises(ValueError, match=r"\[4\]"):
-        draw_attention(maps, heads=[0, 4])
-
-
-def test_without_matplotlib_says_how_to_install(model, tok, monkeypatch, checkpoint, tmp_path):
+def test_without_matplotlib_says_how_to_install(monkeypatch, checkpoint, tmp_path, capsys):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
-    maps = attention_weights(model, tok, SHORT, kind="self")
-    with pytest.raises(ImportError, match=r"pip install 'transformer\[viz\]'"):
-        draw_attention(maps)
     argv = ["--checkpoint", str(checkpoint), "--src", SHORT, "--output", str(tmp_path / "m.png")]
     assert main(argv) == 1
+    error = capsys.readouterr().err
+    assert error.startswith("transformer-attention: error: ") and "transformer[viz]" in error
+    assert not (tmp_path / "m.png").exists()
 
 
-def test_cli_writes_png_and_json_equal_to_the_python_api(checkpoint, model, tok, tmp_path, capsys):
+def test_cli_writes_png_and_json_equal_to_the_python_api(
+    checkpoint, model, tiny_tokenizer, tmp_path, capsys
+):
     pytest.importorskip("matplotlib")
     png, raw = tmp_path / "out" / "map.png", tmp_path / "out" / "map.json"
     argv = ["--checkpoint", str(checkpoint), "--src", SOURCE, "--tgt", SHORT_DE]
@@ -105,18 +54,22 @@ def test_cli_writes_png_and_json_equal_to_the_python_api(checkpoint, model, tok,
     assert main([*argv, "--output", str(png), "--json", str(raw)]) == 0
     assert png.read_bytes()[:8] == PNG_SIGNATURE
     written = json.loads(raw.read_text(encoding="utf-8"))
-    expected = attention_weights(model, tok, SOURCE, SHORT_DE, "decoder-self")
+    expected = attention_weights(model, tiny_tokenizer, SOURCE, SHORT_DE, "decoder-self")
     assert written["query_labels"] == expected.query_labels
     torch.testing.assert_close(torch.tensor(written["weights"]), expected.weights)
     assert f"target: {SHORT_DE}" in capsys.readouterr().out
 
 
-def test_cli_translates_when_no_target_is_given(checkpoint, model, tok, tmp_path, capsys):
+def test_cli_translates_when_no_target_is_given(
+    checkpoint, model, tiny_tokenizer, tmp_path, capsys
+):
     raw = tmp_path / "map.json"
     argv = ["--checkpoint", str(checkpoint), "--src", SOURCE, "--beam-size", "1"]
     assert main([*argv, "--json", str(raw)]) == 0
     written = json.loads(raw.read_text(encoding="utf-8"))
-    translated = attention_weights(model, tok, SOURCE, decode=DecodeConfig(beam_size=1)).target
+    translated = attention_weights(
+        model, tiny_tokenizer, SOURCE, decode=DecodeConfig(beam_size=1)
+    ).target
     assert written["target"] == translated and written["kind"] == "cross"
     assert "(translated)" in capsys.readouterr().out
 

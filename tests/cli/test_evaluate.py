@@ -1,4 +1,4 @@
-"""Tests for transformer/evaluate.py (the transformer-evaluate command)."""
+"""Tests for transformer/cli/evaluate.py (the transformer-evaluate command)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import urllib.error
 import pytest
 import sacrebleu
 
-from tests.decode.test_translator import model, synthetic_sentences, tokenizer, write_checkpoint  # noqa: F401
 from transformer.cli.evaluate import main
 from transformer.decode.translator import Translator
 from transformer.evaluate.bleu import corpus_scores
@@ -50,9 +49,11 @@ def test_line_count_mismatch_names_both_files_and_counts(tmp_path, capsys):
     assert f"{hyp} has 2 lines but {ref} has 3" in error
 
 
-def test_translates_scores_and_writes_everything(model, tokenizer, tmp_path, capsys):  # noqa: F811
+def test_translates_scores_and_writes_everything(
+    translation_model, synthetic_tokenizer, tmp_path, capsys, synthetic_sentences, write_checkpoint
+):
     checkpoint = tmp_path / "checkpoint_best.pt"
-    write_checkpoint(checkpoint, model, tokenizer)
+    write_checkpoint(checkpoint, translation_model, synthetic_tokenizer)
     sources = synthetic_sentences(6, seed=20)
     src = write_lines(tmp_path / "test.en", sources)
     ref = write_lines(tmp_path / "test.de", synthetic_sentences(6, seed=21))
@@ -60,7 +61,9 @@ def test_translates_scores_and_writes_everything(model, tokenizer, tmp_path, cap
     args = ["--checkpoint", str(checkpoint), "--src", str(src), "--ref", str(ref)]
     settings = ["--beam-size", "2", "--max-len-b", "8", "--device", "cpu"]
     assert main(args + settings + ["--output-dir", str(out_dir)]) == 0
-    expected = Translator(model, tokenizer).translate(sources, beam_size=2, max_len_b=8)
+    expected = Translator(translation_model, synthetic_tokenizer).translate(
+        sources, beam_size=2, max_len_b=8
+    )
     hyp_file = out_dir / "checkpoint_best.test.hyp"
     assert hyp_file.read_text(encoding="utf-8") == "".join(h + "\n" for h in expected)
     report = json.loads((out_dir / "checkpoint_best.test.json").read_text())
@@ -174,9 +177,17 @@ def test_outputs_never_overwrite_inputs(tmp_path, capsys, outputs, message):
     assert {p: p.read_bytes() for p in (hyp, ref)} == before
 
 
-def test_outputs_checked_first(model, tokenizer, tmp_path, capsys, monkeypatch):  # noqa: F811
+def test_outputs_checked_first(
+    translation_model,
+    synthetic_tokenizer,
+    tmp_path,
+    capsys,
+    monkeypatch,
+    synthetic_sentences,
+    write_checkpoint,
+):
     checkpoint = tmp_path / "checkpoint_best.pt"
-    write_checkpoint(checkpoint, model, tokenizer)
+    write_checkpoint(checkpoint, translation_model, synthetic_tokenizer)
     src = write_lines(tmp_path / "test.en", synthetic_sentences(3, seed=20))
     ref = write_lines(tmp_path / "test.de", synthetic_sentences(3, seed=21))
     before = src.read_bytes()

@@ -1,4 +1,4 @@
-"""Tests for transformer/translate.py (the transformer-translate command)."""
+"""Tests for transformer/cli/translate.py (the transformer-translate command)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import sys
 
 import pytest
 
-from tests.decode.test_translator import model, synthetic_sentences, tokenizer, write_checkpoint  # noqa: F401
 from transformer.cli.common import decoding_config, warn_capped_lines
 from transformer.cli.translate import _exactly, build_parser, main
 from transformer.decode.config import DecodeConfig
@@ -17,13 +16,15 @@ from transformer.decode.translator import Translator
 
 
 @pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory, model, tokenizer):  # noqa: F811
+def checkpoint(tmp_path_factory, translation_model, synthetic_tokenizer, write_checkpoint):
     path = tmp_path_factory.mktemp("translate") / "checkpoint.pt"
-    write_checkpoint(path, model, tokenizer)
+    write_checkpoint(path, translation_model, synthetic_tokenizer)
     return path
 
 
-def test_file_to_file_one_line_per_input_line(checkpoint, model, tokenizer, tmp_path):  # noqa: F811
+def test_file_to_file_one_line_per_input_line(
+    checkpoint, translation_model, synthetic_tokenizer, tmp_path, synthetic_sentences
+):
     sentences = synthetic_sentences(7, seed=10)
     lines = [sentences[0], "", sentences[1], "  ", *sentences[2:]]
     source = tmp_path / "input.en"
@@ -36,12 +37,14 @@ def test_file_to_file_one_line_per_input_line(checkpoint, model, tokenizer, tmp_
     assert code == 0
     written = output.read_text(encoding="utf-8").split("\n")
     assert written[-1] == "" and len(written) - 1 == len(lines)
-    expected = Translator(model, tokenizer).translate(lines, beam_size=3, max_len_b=8)
+    expected = Translator(translation_model, synthetic_tokenizer).translate(
+        lines, beam_size=3, max_len_b=8
+    )
     assert written[:-1] == expected
     assert written[1] == "" and written[3] == ""
 
 
-def test_stdin_to_stdout_and_nbest_format(checkpoint, monkeypatch, capsys):
+def test_stdin_to_stdout_and_nbest_format(checkpoint, monkeypatch, capsys, synthetic_sentences):
     sentences = synthetic_sentences(3, seed=11)
     text = "\n".join([sentences[0], "", sentences[1], sentences[2]]) + "\n"
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode("utf-8"))))
@@ -148,9 +151,11 @@ def test_invalid_utf8_on_stdin_names_the_line(checkpoint, monkeypatch, capsys):
     assert "error: <stdin>: line 2 is not valid UTF-8" in capsys.readouterr().err
 
 
-def test_lines_whose_output_limit_exceeds_max_positions_are_named(model, tokenizer, capsys):  # noqa: F811
-    translator = Translator(model, tokenizer)
-    cap = model.config.max_positions
+def test_lines_whose_output_limit_exceeds_max_positions_are_named(
+    translation_model, synthetic_tokenizer, capsys
+):
+    translator = Translator(translation_model, synthetic_tokenizer)
+    cap = translation_model.config.max_positions
     long_line = " ".join(["a man"] * cap)  # more source tokens than max_positions
     settings = {"max_len_a": 1.0, "max_len_b": 50}
     warn_capped_lines("transformer-translate", translator, ["a man.", "", long_line], settings)

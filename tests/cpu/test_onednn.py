@@ -10,7 +10,6 @@ import pytest
 import torch
 from torch import nn
 
-from transformer import ModelConfig, Transformer
 from transformer.cpu import onednn
 from transformer.cpu.onednn import (
     MIN_PACKING_ROWS,
@@ -117,15 +116,8 @@ def test_second_derivatives_equal_torch_linear():
     torch.testing.assert_close(ours.weight.grad.double(), ref.weight.grad, atol=1e-5, rtol=1e-5)
 
 
-def small_config() -> ModelConfig:
-    return ModelConfig(
-        vocab_size=50, d_model=32, d_ff=64, n_heads=4, n_encoder_layers=2, n_decoder_layers=2
-    )
-
-
-def test_swap_keeps_parameters_names_ties_and_is_undone():
-    torch.manual_seed(0)
-    model = Transformer(small_config())
+def test_swap_keeps_parameters_names_ties_and_is_undone(make_model):
+    model = make_model(50)
     params = dict(model.named_parameters())
     keys = list(model.state_dict())
     swapped = swap_linear_layers(model)
@@ -144,13 +136,12 @@ def test_swap_keeps_parameters_names_ties_and_is_undone():
 
 
 @needs_onednn
-def test_swapped_model_agrees_with_the_plain_model_forward_and_backward():
+def test_swapped_model_agrees_with_the_plain_model_forward_and_backward(make_model):
     src = torch.randint(4, 50, (3, 7))
     tgt = torch.randint(4, 50, (3, 5))
     results = {}
     for swap in (True, False):
-        torch.manual_seed(0)
-        model = Transformer(small_config()).eval()
+        model = make_model(50)
         if swap:
             swap_linear_layers(model)
         logits = model(src, tgt)
@@ -161,8 +152,8 @@ def test_swapped_model_agrees_with_the_plain_model_forward_and_backward():
         torch.testing.assert_close(results[True][1][name], grad, atol=1e-4, rtol=1e-4)
 
 
-def test_context_restores_plain_layers_also_on_an_exception():
-    model = Transformer(small_config())
+def test_context_restores_plain_layers_also_on_an_exception(make_model):
+    model = make_model(50)
     with pytest.raises(KeyboardInterrupt), onednn_linear_layers(model):
         assert type(model.output_projection) is OneDNNLinear
         raise KeyboardInterrupt

@@ -164,9 +164,6 @@ def test_clear_errors(corpus, tmp_path):
     blank = DataConfig(**{**config.__dict__, "train": blank_prefix})
     with pytest.raises(ValueError, match="no non-empty sentence pairs"):
         prepare_data(blank, tmp_path / "blank_run", log=None)
-    for bad in ({"spm_model_type": "word"}, {"max_len": 0}, {"target_lang": "en"}):
-        with pytest.raises(ValueError):
-            DataConfig(**bad)
 
 
 @pytest.mark.slow

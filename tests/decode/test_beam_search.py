@@ -1,4 +1,4 @@
-"""Tests for transformer/beam_search.py, each property against an independent reference.
+"""Tests for transformer/decode/beam_search.py, each property against an independent reference.
 
 - one beam = greedy search (tokens and scores);
 - a sentence's result does not depend on the batch it is decoded in;
@@ -15,7 +15,6 @@ import itertools
 import pytest
 import torch
 
-from tests.decode.test_greedy import random_batch, teacher_forced_log_prob, tiny_model
 from transformer.decode.beam_search import _done_sentences, beam_search
 from transformer.decode.greedy import greedy_search
 from transformer.decode.search import Hypothesis, length_penalty
@@ -24,8 +23,8 @@ LENGTHS = [5, 9, 3, 7, 4, 6, 8, 2]
 
 
 @pytest.mark.parametrize("src_seed", [0, 1, 2])
-def test_one_beam_is_greedy(src_seed):
-    model = tiny_model()
+def test_one_beam_is_greedy(make_search_model, random_batch, src_seed):
+    model = make_search_model()
     src = random_batch(src_seed, 40, LENGTHS)
     greedy = greedy_search(model, src, max_len_b=6)
     beam = beam_search(model, src, beam_size=1, max_len_b=6)
@@ -34,8 +33,8 @@ def test_one_beam_is_greedy(src_seed):
         assert b == g  # tokens, score, log_prob, length and finished, exactly
 
 
-def test_sentence_alone_equals_in_any_batch():
-    model = tiny_model()
+def test_sentence_alone_equals_in_any_batch(make_search_model, random_batch):
+    model = make_search_model()
     src = random_batch(3, 40, LENGTHS)
     batched = beam_search(model, src, beam_size=4, nbest=2, max_len_b=6)
     permutation = [3, 0, 7, 5, 1, 6, 2, 4]
@@ -49,8 +48,8 @@ def test_sentence_alone_equals_in_any_batch():
 
 
 @pytest.mark.parametrize("style", ["gnmt", "power"])
-def test_cache_equals_recomputing_the_prefix(style):
-    model = tiny_model()
+def test_cache_equals_recomputing_the_prefix(make_search_model, random_batch, style):
+    model = make_search_model()
     src = random_batch(4, 40, LENGTHS)
     settings = dict(beam_size=5, nbest=5, max_len_b=6, length_penalty_style=style)
     cached = beam_search(model, src, **settings)
@@ -63,8 +62,10 @@ def test_cache_equals_recomputing_the_prefix(style):
 
 
 @pytest.mark.parametrize("nbest", [1, 4])
-def test_scores_are_teacher_forced_log_probs_over_length_penalty(nbest):
-    model = tiny_model()
+def test_scores_are_teacher_forced_log_probs_over_length_penalty(
+    make_search_model, random_batch, teacher_forced_log_prob, nbest
+):
+    model = make_search_model()
     src = random_batch(5, 40, LENGTHS)
     for row, hypotheses in enumerate(
         beam_search(model, src, beam_size=4, nbest=nbest, length_penalty=0.6, max_len_b=6)
@@ -81,7 +82,7 @@ def test_scores_are_teacher_forced_log_probs_over_length_penalty(nbest):
             assert h.finished or h.length == LENGTHS[row] + 6
 
 
-def _brute_force(model, src_row, max_len, alpha, style):
+def _brute_force(teacher_forced_log_prob, model, src_row, max_len, alpha, style):
     """Score every possible output: all sequences over the emittable tokens {unk, 4}, ending
     in eos (length <= max_len) or cut at max_len, by a teacher-forced forward each."""
     config = model.config
@@ -100,9 +101,11 @@ def _brute_force(model, src_row, max_len, alpha, style):
 @pytest.mark.parametrize(
     "alpha, style", [(0.6, "gnmt"), (0.0, "gnmt"), (2.0, "gnmt"), (1.0, "power")]
 )
-def test_wide_beam_finds_the_brute_force_optimum(alpha, style, nbest):
+def test_wide_beam_finds_the_brute_force_optimum(
+    make_search_model, random_batch, teacher_forced_log_prob, alpha, style, nbest
+):
     # vocabulary pad, unk, bos, eos, 4: the decoder can emit 3 tokens (pad and bos are banned)
-    model = tiny_model(vocab_size=5, eos_boost=1.0)
+    model = make_search_model(vocab_size=5, eos_boost=1.0)
     src = random_batch(6, 5, [3, 1, 4])
     max_len = 6
     # a beam of 128 holds every live prefix (<= 2^5), every candidate (<= 3 * 2^5) and every
@@ -118,22 +121,24 @@ def test_wide_beam_finds_the_brute_force_optimum(alpha, style, nbest):
         max_len_b=max_len,
     )
     for row, hypotheses in enumerate(results):
-        expected = _brute_force(model, src[row], max_len, alpha, style)[:nbest]
+        expected = _brute_force(teacher_forced_log_prob, model, src[row], max_len, alpha, style)[
+            :nbest
+        ]
         assert [(h.tokens, h.finished) for h in hypotheses] == [(t, f) for _, t, f in expected]
         for h, (score, _, _) in zip(hypotheses, expected, strict=True):
             assert h.score == pytest.approx(score, abs=1e-5)
 
 
-def test_max_length_is_respected():
-    model = tiny_model(eos_boost=0.0)
+def test_max_length_is_respected(make_search_model, random_batch):
+    model = make_search_model(eos_boost=0.0)
     src = random_batch(7, 40, [4, 2])
     for (h,) in beam_search(model, src, beam_size=3, max_len_a=0.0, max_len_b=3):
         assert h.length <= 3
         assert not set(h.tokens) & {0, 2}
 
 
-def test_batch_rows_leave_the_cache_as_sentences_finish():
-    model = tiny_model()
+def test_batch_rows_leave_the_cache_as_sentences_finish(make_search_model, random_batch):
+    model = make_search_model()
     src = random_batch(0, 40, LENGTHS)
     sizes = []
     original = model.decode
@@ -150,7 +155,6 @@ def test_batch_rows_leave_the_cache_as_sentences_finish():
     assert sizes[0] == 4 * len(LENGTHS)
     assert sizes == sorted(sizes, reverse=True) and sizes[-1] < sizes[0]
     assert all(size % 4 == 0 for size in sizes)
-    assert torch.is_tensor(src)
 
 
 def test_early_stop_bound_uses_the_longest_reachable_length():
@@ -172,8 +176,8 @@ def test_early_stop_bound_uses_the_longest_reachable_length():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_cuda_gives_the_cpu_results():
-    model = tiny_model()
+def test_cuda_gives_the_cpu_results(make_search_model, random_batch):
+    model = make_search_model()
     src = random_batch(8, 40, LENGTHS)
     cpu = beam_search(model, src, beam_size=4, nbest=2, max_len_b=6)
     cpu_greedy = greedy_search(model, src, max_len_b=6)

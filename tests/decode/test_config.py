@@ -1,7 +1,7 @@
 """Tests for transformer/decode/config.py: `DecodeConfig`, the one rule set for decoding settings.
 
-The same messages reach users of the YAML config (tests/test_config_sections.py), of
-`Translator` (tests/decode/test_translator.py) and of the command line (tests/cli/).
+The same messages reach users of the YAML config (below), of `Translator`
+(tests/decode/test_translator.py) and of the command line (tests/cli/).
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from transformer.cli.common import add_decoding_arguments
+from transformer.config import config_from_dict
 from transformer.decode.config import LENGTH_PENALTY_STYLES, DecodeConfig
 
 
@@ -39,6 +40,24 @@ def test_defaults_are_the_papers_section_6_1():
 def test_bad_values_name_the_key_and_the_value(kwargs, message):
     with pytest.raises(ValueError, match=message):
         DecodeConfig(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("beam_size", 0),
+        ("max_tokens", 0),
+        ("length_penalty", -0.1),
+        ("length_penalty", float("nan")),
+        ("length_penalty", float("inf")),
+        ("length_penalty_style", "linear"),
+        ("max_len_a", -1.0),
+        ("max_len_b", -1),
+    ],
+)
+def test_out_of_range_decode_values_name_the_key(key, value):
+    with pytest.raises(ValueError, match=rf"decode\.{key}"):
+        config_from_dict({"decode": {key: value}})
 
 
 def test_nbest_must_fit_in_the_beam():

@@ -1,71 +1,17 @@
-"""Tests for transformer/translator.py: batching, order, empty lines, checkpoints.
+"""Tests for transformer/decode/translator.py: batching, order, empty lines, checkpoints.
 
 The reference for every translation is the search function called directly on one sentence's
-ids, decoded by the tokenizer.
+ids, decoded by the synthetic_tokenizer.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import random
-
 import pytest
 import torch
 
-from transformer import Config, ModelConfig, Transformer
-from transformer.checkpoint import FORMAT_VERSION, save_checkpoint
-from transformer.config import config_to_dict
-from transformer.data.tokenizer import Tokenizer
 from transformer.decode.beam_search import beam_search
 from transformer.decode.greedy import greedy_search
 from transformer.decode.translator import Translator, length_sorted_batches
-
-WORDS = "a man woman dog cat is eats runs plays in the park with red ball big small".split()
-
-
-def synthetic_sentences(count: int, seed: int = 0) -> list[str]:
-    rng = random.Random(seed)
-    return [" ".join(rng.choices(WORDS, k=rng.randint(1, 9))) + "." for _ in range(count)]
-
-
-@pytest.fixture(scope="module")
-def tokenizer() -> Tokenizer:
-    return Tokenizer(Tokenizer.train(synthetic_sentences(300), vocab_size=60))
-
-
-@pytest.fixture(scope="module")
-def model(tokenizer) -> Transformer:
-    torch.manual_seed(0)
-    config = ModelConfig(
-        vocab_size=tokenizer.vocab_size,
-        d_model=32,
-        d_ff=64,
-        n_heads=4,
-        n_encoder_layers=2,
-        n_decoder_layers=2,
-        dropout=0.1,
-    )
-    model = Transformer(config).eval()
-    with torch.no_grad():  # make eos likely enough that outputs have varied lengths
-        model.tgt_embed.weight[config.eos_id] *= 2.5
-    return model
-
-
-def write_checkpoint(path, model: Transformer, tokenizer: Tokenizer) -> None:
-    """A checkpoint in the training format (see transformer/checkpoint.py)."""
-    config = Config(model=model.config)
-    save_checkpoint(
-        {
-            "format_version": FORMAT_VERSION,
-            "model": model.state_dict(),
-            "model_config": dataclasses.asdict(model.config),
-            "config": config_to_dict(config),
-            "spm_model": tokenizer.src_model_bytes,
-            "tgt_spm_model": None,
-            "step": 0,
-        },
-        path,
-    )
 
 
 def reference_translation(model, tokenizer, sentence, **settings) -> list[tuple[str, float]]:
@@ -89,13 +35,17 @@ def test_length_sorted_batches_cover_every_index_within_budget():
     )
 
 
-def test_translate_equals_each_sentence_alone_in_input_order(model, tokenizer):
+def test_translate_equals_each_sentence_alone_in_input_order(
+    translation_model, synthetic_tokenizer, synthetic_sentences
+):
     sentences = synthetic_sentences(12, seed=1)
-    translator = Translator(model, tokenizer)
+    translator = Translator(translation_model, synthetic_tokenizer)
     small = translator.translate(sentences, beam_size=3, max_tokens=10, max_len_b=8)
     large = translator.translate(sentences, beam_size=3, max_tokens=4096, max_len_b=8)
     expected = [
-        reference_translation(model, tokenizer, s, beam_size=3, max_len_b=8)[0][0]
+        reference_translation(translation_model, synthetic_tokenizer, s, beam_size=3, max_len_b=8)[
+            0
+        ][0]
         for s in sentences
     ]
     assert small == expected
@@ -103,19 +53,23 @@ def test_translate_equals_each_sentence_alone_in_input_order(model, tokenizer):
     assert len(set(expected)) > 1
 
 
-def test_greedy_flag_uses_greedy_search(model, tokenizer):
+def test_greedy_flag_uses_greedy_search(
+    translation_model, synthetic_tokenizer, synthetic_sentences
+):
     sentences = synthetic_sentences(5, seed=2)
-    translator = Translator(model, tokenizer)
+    translator = Translator(translation_model, synthetic_tokenizer)
     outputs = translator.translate(sentences, greedy=True, beam_size=7, max_len_b=8)
     for sentence, output in zip(sentences, outputs, strict=True):
-        src = torch.tensor([tokenizer.encode(sentence)])
-        (h,) = greedy_search(model, src, max_len_b=8)
-        assert output == tokenizer.decode(h.tokens)
+        src = torch.tensor([synthetic_tokenizer.encode(sentence)])
+        (h,) = greedy_search(translation_model, src, max_len_b=8)
+        assert output == synthetic_tokenizer.decode(h.tokens)
 
 
-def test_empty_lines_give_empty_output_and_leave_neighbours_alone(model, tokenizer):
+def test_empty_lines_give_empty_output_and_leave_neighbours_alone(
+    translation_model, synthetic_tokenizer, synthetic_sentences
+):
     sentences = synthetic_sentences(6, seed=3)
-    translator = Translator(model, tokenizer)
+    translator = Translator(translation_model, synthetic_tokenizer)
     plain = translator.translate(sentences, max_tokens=16, max_len_b=8)
     with_blanks = ["", sentences[0], "   ", sentences[1], "\t"] + sentences[2:] + [""]
     outputs = translator.translate(with_blanks, max_tokens=16, max_len_b=8)
@@ -126,13 +80,15 @@ def test_empty_lines_give_empty_output_and_leave_neighbours_alone(model, tokeniz
     assert len(nbest[1]) == 2
 
 
-def test_translate_nbest_matches_beam_search_scores(model, tokenizer):
+def test_translate_nbest_matches_beam_search_scores(
+    translation_model, synthetic_tokenizer, synthetic_sentences
+):
     sentences = synthetic_sentences(4, seed=4)
-    translator = Translator(model, tokenizer)
+    translator = Translator(translation_model, synthetic_tokenizer)
     nbest = translator.translate_nbest(sentences, beam_size=4, nbest=3, max_len_b=8)
     for sentence, entries in zip(sentences, nbest, strict=True):
         expected = reference_translation(
-            model, tokenizer, sentence, beam_size=4, nbest=3, max_len_b=8
+            translation_model, synthetic_tokenizer, sentence, beam_size=4, nbest=3, max_len_b=8
         )
         assert [text for text, _ in entries] == [text for text, _ in expected]
         for (_, score), (_, reference) in zip(entries, expected, strict=True):
@@ -141,26 +97,30 @@ def test_translate_nbest_matches_beam_search_scores(model, tokenizer):
         translator.translate_nbest(sentences, beam_size=2, nbest=3)
 
 
-def test_translate_uses_eval_mode_and_restores_training_mode(model, tokenizer):
+def test_translate_uses_eval_mode_and_restores_training_mode(
+    translation_model, synthetic_tokenizer, synthetic_sentences
+):
     sentences = synthetic_sentences(4, seed=5)
-    translator = Translator(model, tokenizer)
+    translator = Translator(translation_model, synthetic_tokenizer)
     expected = translator.translate(sentences, max_len_b=8)
-    model.train()
+    translation_model.train()
     try:
         assert translator.translate(sentences, max_len_b=8) == expected  # dropout is off
-        assert model.training
+        assert translation_model.training
     finally:
-        model.eval()
+        translation_model.eval()
 
 
-def test_from_checkpoint_round_trip_and_errors(model, tokenizer, tmp_path):
+def test_from_checkpoint_round_trip_and_errors(
+    translation_model, synthetic_tokenizer, tmp_path, synthetic_sentences, write_checkpoint
+):
     path = tmp_path / "checkpoint.pt"
-    write_checkpoint(path, model, tokenizer)
+    write_checkpoint(path, translation_model, synthetic_tokenizer)
     sentences = synthetic_sentences(5, seed=6)
     loaded = Translator.from_checkpoint(path)
-    assert loaded.translate(sentences, max_len_b=8) == Translator(model, tokenizer).translate(
-        sentences, max_len_b=8
-    )
+    assert loaded.translate(sentences, max_len_b=8) == Translator(
+        translation_model, synthetic_tokenizer
+    ).translate(sentences, max_len_b=8)
     with pytest.raises(FileNotFoundError, match="missing.pt"):
         Translator.from_checkpoint(tmp_path / "missing.pt")
     (tmp_path / "junk.pt").write_text("not a checkpoint")
@@ -183,8 +143,10 @@ def test_from_checkpoint_round_trip_and_errors(model, tokenizer, tmp_path):
         (dict(max_len_b=8.5), r"max_len_b \(8\.5\) must be an integer"),
     ],
 )
-def test_settings_out_of_range_are_refused_like_the_cli(model, tokenizer, kwargs, message):
-    translator = Translator(model, tokenizer)
+def test_settings_out_of_range_are_refused_like_the_cli(
+    translation_model, synthetic_tokenizer, kwargs, message
+):
+    translator = Translator(translation_model, synthetic_tokenizer)
     with pytest.raises(ValueError, match=message):
         translator.translate(["a man ."], **kwargs)
     with pytest.raises(ValueError, match=message):
@@ -192,16 +154,20 @@ def test_settings_out_of_range_are_refused_like_the_cli(model, tokenizer, kwargs
 
 
 @pytest.mark.parametrize("nbest", [0, 3, 1.5])
-def test_nbest_outside_the_beam_is_refused_before_translating(model, tokenizer, nbest):
+def test_nbest_outside_the_beam_is_refused_before_translating(
+    translation_model, synthetic_tokenizer, nbest
+):
     with pytest.raises(ValueError, match=rf"nbest \({nbest}\) must be"):
-        Translator(model, tokenizer).translate_nbest([""], beam_size=2, nbest=nbest)
+        Translator(translation_model, synthetic_tokenizer).translate_nbest(
+            [""], beam_size=2, nbest=nbest
+        )
 
 
-def test_unknown_device_is_named(model, tokenizer):
+def test_unknown_device_is_named(translation_model, synthetic_tokenizer):
     with pytest.raises(ValueError, match=r"device 'gpu0' is not a device"):
-        Translator(model, tokenizer, device="gpu0")
+        Translator(translation_model, synthetic_tokenizer, device="gpu0")
 
 
-def test_non_string_sentences_are_named(model, tokenizer):
+def test_non_string_sentences_are_named(translation_model, synthetic_tokenizer):
     with pytest.raises(ValueError, match=r"sentences\[1\] is a int, not a string: 5"):
-        Translator(model, tokenizer).translate(["a man .", 5])
+        Translator(translation_model, synthetic_tokenizer).translate(["a man .", 5])

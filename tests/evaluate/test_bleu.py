@@ -1,4 +1,5 @@
-"""Tests for transformer/bleu.py against sacreBLEU called directly and hand-made tokenizations."""
+"""Tests for transformer/evaluate/bleu.py against sacreBLEU called directly and hand-made
+tokenizations."""
 
 from __future__ import annotations
 

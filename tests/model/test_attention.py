@@ -8,26 +8,30 @@ import torch
 from transformer.model import attention as attention_module
 from transformer.model.attention import MultiHeadAttention, scaled_dot_product_attention
 
+B, T, S, D, H = 3, 5, 7, 32, 4
 
-def _copy_into_torch(ours: MultiHeadAttention, d_model: int, n_heads: int):
-    ref = torch.nn.MultiheadAttention(d_model, n_heads, batch_first=True)
-    with torch.no_grad():
-        ref.in_proj_weight.copy_(
-            torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight])
-        )
-        ref.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
-        ref.out_proj.weight.copy_(ours.out_proj.weight)
-        ref.out_proj.bias.copy_(ours.out_proj.bias)
-    return ref.eval()
+
+@pytest.fixture
+def model_and_reference(copy_attention):
+    """`model_and_reference(kernel, d_model=D, n_heads=H)` -> our attention with random
+    weights (non-zero biases, so a bias mix-up would show) and a torch.nn.MultiheadAttention
+    holding the same weights, both in eval mode."""
+
+    def build(kernel: str, d_model: int = D, n_heads: int = H):
+        torch.manual_seed(0)
+        ours = MultiHeadAttention(d_model, n_heads, kernel=kernel).eval()
+        for p in ours.parameters():
+            torch.nn.init.normal_(p, std=0.2)
+        ref = torch.nn.MultiheadAttention(d_model, n_heads, batch_first=True)
+        copy_attention(ours, ref)
+        return ours, ref.eval()
+
+    return build
 
 
 @pytest.mark.parametrize("kernel", ["sdpa", "math"])
-def test_matches_torch_multihead_attention(kernel):
-    torch.manual_seed(0)
-    ours = MultiHeadAttention(32, 4, kernel=kernel).eval()
-    for p in ours.parameters():  # non-zero biases, so a bias mix-up would show
-        torch.nn.init.normal_(p, std=0.2)
-    ref = _copy_into_torch(ours, 32, 4)
+def test_matches_torch_multihead_attention(model_and_reference, kernel):
+    ours, ref = model_and_reference(kernel)
     q, kv = torch.randn(3, 5, 32), torch.randn(3, 7, 32)
     pad = torch.zeros(3, 7, dtype=torch.bool)
     pad[1, 4:] = True
@@ -35,9 +39,6 @@ def test_matches_torch_multihead_attention(kernel):
     ref_out, ref_weights = ref(q, kv, kv, key_padding_mask=pad, average_attn_weights=False)
     torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(weights, ref_weights, atol=1e-6, rtol=1e-5)
-
-
-B, T, S, D, H = 3, 5, 7, 32, 4
 
 
 def _random_mask(shape: tuple[int, ...], kind: str, seed: int) -> torch.Tensor:
@@ -51,14 +52,6 @@ def _random_mask(shape: tuple[int, ...], kind: str, seed: int) -> torch.Tensor:
     bias = torch.randn(shape, generator=generator)
     bias[..., 1] = -1e9
     return bias.masked_fill(masked, float("-inf"))
-
-
-def _model_and_reference(kernel: str):
-    torch.manual_seed(0)
-    ours = MultiHeadAttention(D, H, kernel=kernel).eval()
-    for p in ours.parameters():
-        torch.nn.init.normal_(p, std=0.2)
-    return ours, _copy_into_torch(ours, D, H)
 
 
 def _assert_matches_reference(ours, ref, query, kv, masks: dict, ref_masks: dict, **kwargs):
@@ -75,8 +68,10 @@ def _assert_matches_reference(ours, ref, query, kv, masks: dict, ref_masks: dict
 @pytest.mark.parametrize(
     "argument", ["key_padding_mask", "attn_mask (T, S)", "attn_mask (B, T, S)"]
 )
-def test_bool_and_additive_float_masks_match_torch_multihead_attention(kernel, kind, argument):
-    ours, ref = _model_and_reference(kernel)
+def test_bool_and_additive_float_masks_match_torch_multihead_attention(
+    model_and_reference, kernel, kind, argument
+):
+    ours, ref = model_and_reference(kernel)
     query, kv = torch.randn(B, T, D), torch.randn(B, S, D)
     if argument == "key_padding_mask":
         mask = _random_mask((B, S), kind, seed=1)
@@ -96,8 +91,10 @@ def _additive(mask: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("kernel", ["sdpa", "math"])
-def test_float_mask_combines_with_is_causal_and_with_a_bool_padding_mask(kernel):
-    ours, ref = _model_and_reference(kernel)
+def test_float_mask_combines_with_is_causal_and_with_a_bool_padding_mask(
+    model_and_reference, kernel
+):
+    ours, ref = model_and_reference(kernel)
     x, kv = torch.randn(B, T, D), torch.randn(B, S, D)
     bias = _random_mask((T, T), "float", seed=4)
     causal = torch.ones(T, T, dtype=torch.bool).triu(1)
@@ -135,8 +132,10 @@ def test_float_mask_combines_with_is_causal_and_with_a_bool_padding_mask(kernel)
 
 
 @pytest.mark.parametrize("kernel", ["sdpa", "math"])
-def test_learned_additive_bias_gets_torch_multihead_attentions_gradient(kernel):
-    ours, ref = _model_and_reference(kernel)
+def test_learned_additive_bias_gets_torch_multihead_attentions_gradient(
+    model_and_reference, kernel
+):
+    ours, ref = model_and_reference(kernel)
     query, kv = torch.randn(B, T, D), torch.randn(B, S, D)
     bias = _random_mask((T, S), "float", seed=8).clamp(min=-5.0).requires_grad_()
     ref_bias = bias.detach().clone().requires_grad_()

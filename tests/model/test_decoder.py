@@ -1,28 +1,21 @@
-"""Tests for transformer/decoder.py against torch.nn.TransformerDecoderLayer with copied weights."""
+"""Tests for transformer/model/decoder.py against torch.nn.TransformerDecoderLayer with copied
+weights."""
 
 import pytest
 import torch
 
-from tests.model.test_encoder import copy_attention, copy_common
-from transformer.model.config import ModelConfig
-from transformer.model.decoder import DecoderLayer
+from transformer.model.decoder import Decoder, DecoderLayer
 
-
-@pytest.fixture(autouse=True)
-def _no_fast_path():
-    torch.backends.mha.set_fastpath_enabled(False)
-    yield
-    torch.backends.mha.set_fastpath_enabled(True)
+pytestmark = pytest.mark.usefixtures("no_mha_fast_path")
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("with_padding", [False, True])
-def test_layer_matches_torch(norm_first, with_padding):
+def test_layer_matches_torch(
+    model_config, copy_attention, copy_layer_common, norm_first, with_padding
+):
     torch.manual_seed(0)
-    config = ModelConfig(
-        vocab_size=50, d_model=32, d_ff=64, n_heads=4, dropout=0.0, norm_first=norm_first
-    )
-    ours = DecoderLayer(config).eval()
+    ours = DecoderLayer(model_config(50, dropout=0.0, norm_first=norm_first)).eval()
     for p in ours.parameters():
         torch.nn.init.normal_(p, std=0.3)
     ref = torch.nn.TransformerDecoderLayer(
@@ -30,7 +23,7 @@ def test_layer_matches_torch(norm_first, with_padding):
     ).eval()
     copy_attention(ours.self_attn, ref.self_attn)
     copy_attention(ours.cross_attn, ref.multihead_attn)
-    copy_common(ours, ref)
+    copy_layer_common(ours, ref)
     tgt, memory = torch.randn(3, 5, 32), torch.randn(3, 7, 32)
     tgt_pad = mem_pad = None
     if with_padding:
@@ -49,12 +42,10 @@ def test_layer_matches_torch(norm_first, with_padding):
     torch.testing.assert_close(ours(tgt, memory, tgt_pad, mem_pad), expected, atol=1e-5, rtol=1e-5)
 
 
-def test_cached_steps_match_full_layer_with_several_new_positions():
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_cached_steps_match_full_layer_with_several_new_positions(model_config, norm_first):
     torch.manual_seed(0)
-    config = ModelConfig(vocab_size=50, d_model=32, d_ff=64, n_heads=4, dropout=0.0)
-    from transformer.model.decoder import Decoder
-
-    decoder = Decoder(config).eval()
+    decoder = Decoder(model_config(50, dropout=0.0, norm_first=norm_first)).eval()
     tgt, memory = torch.randn(2, 7, 32), torch.randn(2, 4, 32)
     full = decoder(tgt, memory)
     cache = decoder.init_cache(memory)

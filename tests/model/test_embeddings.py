@@ -1,4 +1,4 @@
-"""Tests for transformer/embeddings.py (section 3.4)."""
+"""Tests for transformer/model/embeddings.py (section 3.4)."""
 
 import math
 

@@ -1,66 +1,28 @@
-"""Tests for transformer/encoder.py against torch.nn.TransformerEncoderLayer with copied weights."""
+"""Tests for transformer/model/encoder.py against torch.nn.TransformerEncoderLayer with copied
+weights."""
 
 import pytest
 import torch
 
-from transformer.model.config import ModelConfig
 from transformer.model.encoder import Encoder, EncoderLayer
 
-
-def _config(norm_first: bool) -> ModelConfig:
-    return ModelConfig(
-        vocab_size=50,
-        d_model=32,
-        d_ff=64,
-        n_heads=4,
-        n_encoder_layers=2,
-        n_decoder_layers=2,
-        dropout=0.0,
-        norm_first=norm_first,
-    )
-
-
-def copy_attention(ours, ref):
-    """Copy our q/k/v/out projections into a torch.nn.MultiheadAttention."""
-    with torch.no_grad():
-        ref.in_proj_weight.copy_(
-            torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight])
-        )
-        ref.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
-        ref.out_proj.weight.copy_(ours.out_proj.weight)
-        ref.out_proj.bias.copy_(ours.out_proj.bias)
-
-
-def copy_common(ours, ref):
-    """Copy the feed-forward network and the layer norms shared by both layer kinds."""
-    with torch.no_grad():
-        ref.linear1.load_state_dict(ours.feed_forward.linear1.state_dict())
-        ref.linear2.load_state_dict(ours.feed_forward.linear2.state_dict())
-        for name in ("norm1", "norm2", "norm3"):
-            if hasattr(ours, name):
-                getattr(ref, name).load_state_dict(getattr(ours, name).state_dict())
-
-
-@pytest.fixture(autouse=True)
-def _no_fast_path():
-    # torch.nn's inference fast path returns zeros at padded positions; compare the plain path.
-    torch.backends.mha.set_fastpath_enabled(False)
-    yield
-    torch.backends.mha.set_fastpath_enabled(True)
+pytestmark = pytest.mark.usefixtures("no_mha_fast_path")
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("with_padding", [False, True])
-def test_layer_matches_torch(norm_first, with_padding):
+def test_layer_matches_torch(
+    model_config, copy_attention, copy_layer_common, norm_first, with_padding
+):
     torch.manual_seed(0)
-    ours = EncoderLayer(_config(norm_first)).eval()
+    ours = EncoderLayer(model_config(50, dropout=0.0, norm_first=norm_first)).eval()
     for p in ours.parameters():
         torch.nn.init.normal_(p, std=0.3)
     ref = torch.nn.TransformerEncoderLayer(
         32, 4, 64, dropout=0.0, batch_first=True, norm_first=norm_first
     ).eval()
     copy_attention(ours.self_attn, ref.self_attn)
-    copy_common(ours, ref)
+    copy_layer_common(ours, ref)
     x = torch.randn(3, 6, 32)
     pad = None
     if with_padding:
@@ -70,6 +32,29 @@ def test_layer_matches_torch(norm_first, with_padding):
     torch.testing.assert_close(ours(x, pad), ref(x, src_key_padding_mask=pad), atol=1e-5, rtol=1e-5)
 
 
-def test_pre_norm_stack_ends_with_layer_norm_and_post_norm_does_not():
-    assert Encoder(_config(True)).norm is not None
-    assert Encoder(_config(False)).norm is None
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_stack_matches_torch_transformer_encoder(
+    model_config, copy_attention, copy_layer_common, norm_first
+):
+    """The whole stack (two layers, plus the final LayerNorm of pre-norm) against
+    torch.nn.TransformerEncoder with the same weights."""
+    torch.manual_seed(0)
+    ours = Encoder(model_config(50, dropout=0.0, norm_first=norm_first)).eval()
+    for p in ours.parameters():
+        torch.nn.init.normal_(p, std=0.3)
+    layer = torch.nn.TransformerEncoderLayer(
+        32, 4, 64, dropout=0.0, batch_first=True, norm_first=norm_first
+    )
+    final_norm = torch.nn.LayerNorm(32) if norm_first else None
+    ref = torch.nn.TransformerEncoder(layer, 2, norm=final_norm, enable_nested_tensor=False).eval()
+    for mine, theirs in zip(ours.layers, ref.layers, strict=True):
+        copy_attention(mine.self_attn, theirs.self_attn)
+        copy_layer_common(mine, theirs)
+    if norm_first:
+        ref.norm.load_state_dict(ours.norm.state_dict())
+    else:
+        assert ours.norm is None  # post-norm: each layer already ends with its LayerNorm
+    x = torch.randn(3, 6, 32)
+    pad = torch.zeros(3, 6, dtype=torch.bool)
+    pad[1, 2:] = True
+    torch.testing.assert_close(ours(x, pad), ref(x, src_key_padding_mask=pad), atol=1e-5, rtol=1e-5)

@@ -1,4 +1,4 @@
-"""Tests for transformer/feed_forward.py (equation 2)."""
+"""Tests for transformer/model/feed_forward.py (equation 2)."""
 
 import torch
 

@@ -1,4 +1,4 @@
-"""Tests for transformer/masking.py."""
+"""Tests for transformer/model/masking.py."""
 
 import torch
 

@@ -1,4 +1,4 @@
-"""Tests for transformer/positional_encoding.py against the closed form of section 3.5."""
+"""Tests for transformer/model/positional_encoding.py against the closed form of section 3.5."""
 
 import math
 

@@ -1,4 +1,5 @@
-"""Label-smoothed cross-entropy (section 5.4) against hand computations and torch.nn."""
+"""Tests for transformer/train/loss.py: label-smoothed cross-entropy (section 5.4) against hand
+computations and torch.nn."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer import ModelConfig, Transformer
 from transformer.train.loss import label_smoothed_cross_entropy
 
 PAD = 0
@@ -90,20 +90,10 @@ def _pad(rows: list[list[int]]) -> torch.Tensor:
     return torch.tensor([r + [PAD] * (width - len(r)) for r in rows])
 
 
-def test_micro_batches_give_the_same_gradient_as_one_batch():
+def test_micro_batches_give_the_same_gradient_as_one_batch(make_model):
     """Summed loss / real tokens of the whole update: splitting the batch (each part padded
     to its own length) leaves the gradient unchanged (section 5.4 normalisation)."""
-    torch.manual_seed(0)
-    config = ModelConfig(
-        vocab_size=23,
-        d_model=16,
-        d_ff=32,
-        n_heads=2,
-        n_encoder_layers=1,
-        n_decoder_layers=1,
-        dropout=0.0,
-    )
-    model = Transformer(config).double()
+    model = make_model(23, dropout=0.0).double()
     src = [[5, 6, 7, 8, 9, 10], [11, 12], [13, 14, 15], [4, 16, 17, 18, 19]]
     tgt = [[6, 7, 8], [9, 10, 11, 12, 13, 14, 15], [16], [17, 18, 19, 20]]
 

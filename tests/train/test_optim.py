@@ -1,4 +1,4 @@
-"""Adam and the learning-rate schedule of section 5.3."""
+"""Tests for transformer/train/optim.py: Adam and the learning-rate schedule of section 5.3."""
 
 from __future__ import annotations
 
@@ -18,8 +18,11 @@ from transformer.train.optim import (
 
 
 def test_paper_rate_at_first_update_and_at_the_peak():
-    assert noam_rate(1, 512, 4000) == pytest.approx(1.74693e-07, rel=1e-5)
-    assert noam_rate(4000, 512, 4000) == pytest.approx(6.98771e-04, rel=1e-5)
+    # Equation 3 at step 1 is the warm-up branch, d^-0.5 * warmup^-1.5; at step = warmup both
+    # branches meet: d^-0.5 * warmup^-0.5.
+    assert noam_rate(1, 512, 4000) == pytest.approx(512**-0.5 * 4000**-1.5, rel=1e-12)
+    assert noam_rate(4000, 512, 4000) == pytest.approx((512 * 4000) ** -0.5, rel=1e-12)
+    assert max(noam_rate(s, 512, 4000) for s in range(1, 20_000, 7)) <= noam_rate(4000, 512, 4000)
 
 
 @pytest.mark.parametrize("step", [1, 10, 3999, 4000, 4001, 10_000, 100_000])

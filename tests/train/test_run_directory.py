@@ -1,4 +1,4 @@
-"""Tests for transformer/run_directory.py: creating the run directory."""
+"""Tests for transformer/train/run_directory.py: creating the run directory."""
 
 from __future__ import annotations
 

@@ -1,11 +1,10 @@
-"""The typed config: the paper's defaults, and out-of-range values rejected by key."""
+"""Tests for transformer/train/config.py: `TrainConfig`, the paper's recipe, and its checks."""
 
 from __future__ import annotations
 
 import pytest
 
 from transformer.config import config_from_dict
-from transformer.model.config import ModelConfig
 from transformer.train.config import TrainConfig
 
 
@@ -30,8 +29,6 @@ def test_defaults_are_the_papers_recipe():
         ("train.adam_betas=[0.9,2.0]", "train.adam_betas"),
         ("train.seed=-1", "train.seed"),
         ("train.lr_scale=.inf", "train.lr_scale"),
-        ("model.layer_norm_eps=-1", "layer_norm_eps"),
-        ("model.layer_norm_eps=.nan", "layer_norm_eps"),
     ],
 )
 def test_out_of_range_train_values_name_the_key(override, key):
@@ -39,31 +36,22 @@ def test_out_of_range_train_values_name_the_key(override, key):
         config_from_dict({}, [override])
 
 
-@pytest.mark.parametrize(
-    "key, value",
-    [
-        ("beam_size", 0),
-        ("max_tokens", 0),
-        ("length_penalty", -0.1),
-        ("length_penalty", float("nan")),
-        ("length_penalty", float("inf")),
-        ("length_penalty_style", "linear"),
-        ("max_len_a", -1.0),
-        ("max_len_b", -1),
-    ],
-)
-def test_out_of_range_decode_values_name_the_key(key, value):
-    with pytest.raises(ValueError, match=rf"decode\.{key}"):
-        config_from_dict({"decode": {key: value}})
+@pytest.mark.parametrize("world_size", [1, 2, 3, 8])
+@pytest.mark.parametrize("tokens_per_update", [1, 1000, 4096, 4097, 25000])
+def test_micro_batches_per_update_is_the_ceiling_of_tokens_over_the_world(
+    world_size, tokens_per_update
+):
+    train = TrainConfig(max_tokens=4096, tokens_per_update=tokens_per_update)
+    per_update = train.micro_batches_per_update(world_size)
+    # The smallest count whose micro-batches on all processes hold tokens_per_update tokens.
+    assert per_update * 4096 * world_size >= tokens_per_update
+    assert per_update == 1 or (per_update - 1) * 4096 * world_size < tokens_per_update
 
 
-def test_data_vocab_size_below_the_special_tokens_is_named():
-    with pytest.raises(ValueError, match=r"data\.vocab_size \(3\)"):
-        config_from_dict({"data": {"vocab_size": 3}})
+def test_without_tokens_per_update_update_freq_is_used_as_given():
+    assert TrainConfig(update_freq=3).micro_batches_per_update(8) == 3
 
 
-@pytest.mark.parametrize("kwargs", [dict(d_model=16.0), dict(n_heads=True), dict(d_ff="2048")])
-def test_model_sizes_must_be_integers(kwargs):
-    (name,) = kwargs
-    with pytest.raises(ValueError, match=f"{name} .* must be an integer"):
-        ModelConfig(**kwargs)
+def test_tokens_per_update_and_update_freq_are_exclusive():
+    with pytest.raises(ValueError, match=r"tokens_per_update \(3000\) or train\.update_freq \(2\)"):
+        TrainConfig(tokens_per_update=3000, update_freq=2)

@@ -1,0 +1,68 @@
+"""Tests for transformer/cli/average.py (the transformer-average command).
+
+Inputs hold one constant in every parameter (`write_filled_checkpoint`), so the averaged
+model's weights have a closed form; the averaging itself is tested in tests/train/test_average.py.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from transformer.checkpoint import load_checkpoint, read_checkpoint
+from transformer.cli.average import main
+
+
+def test_result_is_loadable_and_cli_last_n(
+    tmp_path, write_filled_checkpoint, model_config, tiny_tokenizer
+):
+    run = tmp_path / "run"
+    run.mkdir()
+    for step, fill in ((100, 5.0), (200, 1.0), (300, 3.0)):
+        write_filled_checkpoint(run / f"checkpoint_{step}.pt", fill, step)
+    output = tmp_path / "avg.pt"
+    assert main(["--last", "2", "--dir", str(run), "--output", str(output)]) == 0
+    model, tokenizer, config = load_checkpoint(output)
+    assert torch.all(model.src_embed.weight == 2.0)
+    assert config.model == model_config(tiny_tokenizer.vocab_size)
+    assert tokenizer.src_model_bytes == tiny_tokenizer.src_model_bytes
+    inputs = [str(run / "checkpoint_100.pt"), str(run / "checkpoint_200.pt")]
+    assert main(["--inputs", *inputs, "--output", str(output)]) == 0
+    assert torch.all(load_checkpoint(output)[0].src_embed.weight == 3.0)
+
+
+def test_mismatched_checkpoints_are_one_error_line(tmp_path, write_filled_checkpoint, capsys):
+    a = write_filled_checkpoint(tmp_path / "a.pt", 1.0, 1)
+    c = write_filled_checkpoint(tmp_path / "c.pt", 1.0, 3, weights={"extra.buffer": torch.zeros(2)})
+    assert main(["--inputs", str(a), str(c), "--output", str(tmp_path / "x.pt")]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("transformer-average: error: ") and "extra.buffer" in line
+    assert main(["--last", "5", "--dir", str(tmp_path), "--output", str(tmp_path / "y.pt")]) == 1
+    assert "fewer than --last 5" in capsys.readouterr().err
+    assert not (tmp_path / "x.pt").exists() and not (tmp_path / "y.pt").exists()
+
+
+def test_output_parents_are_created_and_a_directory_is_refused(
+    tmp_path, write_filled_checkpoint, capsys
+):
+    a = write_filled_checkpoint(tmp_path / "a.pt", 1.0, 1)
+    output = tmp_path / "new" / "dir" / "avg.pt"
+    assert main(["--inputs", str(a), "--output", str(output)]) == 0
+    assert read_checkpoint(output)["step"] == 1
+    capsys.readouterr()
+    assert main(["--inputs", str(a), "--output", str(tmp_path)]) == 1
+    assert f"--output {tmp_path} is a directory" in capsys.readouterr().err
+
+
+def test_output_never_replaces_an_input_or_a_training_checkpoint(
+    tmp_path, write_filled_checkpoint, capsys
+):
+    a = write_filled_checkpoint(tmp_path / "checkpoint_1.pt", 1.0, 1)
+    b = write_filled_checkpoint(tmp_path / "checkpoint_2.pt", 3.0, 2)
+    before = {p: p.read_bytes() for p in (a, b)}
+    assert main(["--inputs", str(a), str(b), "--output", str(b)]) == 1
+    assert "is also an input of this command" in capsys.readouterr().err
+    for name in ("checkpoint_last.pt", "checkpoint_7.pt"):
+        assert main(["--inputs", str(a), str(b), "--output", str(tmp_path / name)]) == 2
+        assert "a name training writes and resumes from" in capsys.readouterr().err
+        assert not (tmp_path / name).exists()
+    assert {p: p.read_bytes() for p in (a, b)} == before

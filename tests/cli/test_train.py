@@ -1,0 +1,64 @@
+"""Tests for transformer/cli/train.py (the transformer-train command), on configs/tiny.yaml and a
+slice of Multi30k (CPU, seconds)."""
+
+from __future__ import annotations
+
+import torch
+
+from transformer.checkpoint import read_checkpoint
+from transformer.cli.train import main
+from transformer.config import load_config
+
+
+def test_tiny_config_trains_and_the_loss_falls(tmp_path, tiny_run):
+    run_dir = tmp_path / "run"
+    argv = ["--config", str(tiny_run.config_path), f"train.output_dir={run_dir}"]
+    assert main([*argv, "train.valid_bleu_sentences=20"]) == 0
+    records = tiny_run.records(run_dir)
+    assert records[-1]["step"] == 100
+    assert records[-1]["loss"] < records[0]["loss"] - 1.0
+    for record in records:
+        assert {"step", "loss", "lr", "tokens_per_second"} <= record.keys()
+    valid = tiny_run.records(run_dir, "valid")
+    assert [r["step"] for r in valid] == [50, 100]
+    assert valid[-1]["loss"] < valid[0]["loss"]
+    assert {"bleu", "ppl", "elapsed_minutes"} <= valid[-1].keys()
+    names = {p.name for p in run_dir.iterdir()}
+    assert {"config.yaml", "spm.model", "checkpoint_last.pt", "checkpoint_best.pt"} <= names
+    assert {"checkpoint_50.pt", "checkpoint_100.pt"} <= names
+    assert load_config(run_dir / "config.yaml").model.vocab_size == 1000
+    checkpoint = torch.load(run_dir / "checkpoint_last.pt", weights_only=True)
+    assert checkpoint["step"] == 100
+    assert not any(k.startswith(("module.", "_orig_mod.")) for k in checkpoint["model"])
+
+
+def test_nonfinite_loss_stops_with_the_step_and_keeps_the_last_checkpoint(
+    tmp_path, tiny_run, capsys
+):
+    run_dir = tmp_path / "run"
+    # A huge rate blows the weights up after the first update, so step 2's loss is not finite.
+    argv = ["--config", str(tiny_run.config_path), *tiny_run.fast, f"train.output_dir={run_dir}"]
+    argv += ["train.lr_scale=1e30", "train.save_interval_steps=1", "train.max_steps=5"]
+    assert main(argv) == 1
+    error = capsys.readouterr().err
+    assert "non-finite loss" in error and "at step 2" in error and "checkpoint_last.pt" in error
+    assert read_checkpoint(run_dir / "checkpoint_last.pt")["step"] == 1
+
+
+def test_unknown_key_and_wrong_type_are_reported(tiny_run, capsys):
+    config = str(tiny_run.config_path)
+    assert main(["--config", config, "train.max_stepz=3"]) == 2
+    error = capsys.readouterr().err
+    assert "train.max_stepz" in error and "max_steps" in error and "warmup_steps" in error
+    assert main(["--config", config, "train.max_steps=many"]) == 2
+    assert "train.max_steps" in capsys.readouterr().err
+
+
+def test_output_dir_under_a_regular_file_names_train_output_dir(tmp_path, tiny_run, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    argv = ["--config", str(tiny_run.config_path), f"train.output_dir={blocker / 'run'}"]
+    assert main([*argv, "train.device=cpu"]) == 1  # the work cannot be done (one line, no usage)
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("transformer-train: error: train.output_dir")
+    assert "cannot be created" in error and "\n" not in error

@@ -1,0 +1,45 @@
+"""Tests for transformer/data/config.py: `DataConfig` rejects out-of-range values by name."""
+
+from __future__ import annotations
+
+import pytest
+
+from transformer.config import config_from_dict
+from transformer.data.config import MIN_SPM_VOCAB, DataConfig
+
+
+def test_defaults_read_multi30k_english_to_german():
+    data = DataConfig()
+    assert (data.source_lang, data.target_lang) == ("en", "de")
+    assert (data.train, data.valid) == ("multi30k/train", "multi30k/val")
+    assert data.shared_vocab and data.spm_model_type == "bpe"
+
+
+def test_data_vocab_size_below_the_special_tokens_is_named():
+    with pytest.raises(ValueError, match=r"data\.vocab_size \(3\)"):
+        config_from_dict({"data": {"vocab_size": 3}})
+
+
+def test_the_smallest_vocabulary_holds_the_four_special_tokens_and_a_character():
+    DataConfig(vocab_size=MIN_SPM_VOCAB)
+    with pytest.raises(
+        ValueError, match=rf"data\.vocab_size \(4\) must be at least {MIN_SPM_VOCAB}"
+    ):
+        DataConfig(vocab_size=MIN_SPM_VOCAB - 1)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(spm_model_type="word"), r"spm_model_type \('word'\)"),
+        (dict(max_len=0), r"max_len \(0\) must be at least 1"),
+        (dict(target_lang="en"), "source_lang and target_lang are both 'en'"),
+        (dict(spm_input_sentence_size=0), r"spm_input_sentence_size \(0\)"),
+        (dict(spm_character_coverage=0.0), r"spm_character_coverage \(0\.0\)"),
+        (dict(spm_character_coverage=1.5), r"spm_character_coverage \(1\.5\)"),
+        (dict(max_len_ratio=0.5), r"max_len_ratio \(0\.5\) must be at least 1"),
+    ],
+)
+def test_bad_values_name_the_field_and_the_value(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        DataConfig(**kwargs)

@@ -1,0 +1,104 @@
+"""Tests for transformer/data/dataset.py: flat token storage, encoding and the pair filters.
+
+References: the tokenizer called on each sentence alone (for `encode_corpus`), and plain Python
+loops over the pairs (for `ParallelDataset.select` and every rule of `filter_pairs`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from transformer.data.corpus import ParallelText
+from transformer.data.dataset import DropReport, ParallelDataset, encode_corpus, filter_pairs
+
+
+def dataset_of(pairs: list[tuple[list[int], list[int]]]) -> ParallelDataset:
+    """A ParallelDataset holding `pairs` of (source ids, target ids), built by hand."""
+
+    def flat(rows):
+        offsets = np.cumsum([0] + [len(r) for r in rows]).astype(np.int64)
+        return np.array([t for r in rows for t in r], dtype=np.uint16), offsets
+
+    src_tokens, src_offsets = flat([s for s, _ in pairs])
+    tgt_tokens, tgt_offsets = flat([t for _, t in pairs])
+    lines = np.arange(len(pairs), dtype=np.int64)
+    return ParallelDataset(src_tokens, src_offsets, tgt_tokens, tgt_offsets, lines)
+
+
+def random_pairs(seed: int, n: int, max_len: int = 12) -> list[tuple[list[int], list[int]]]:
+    rng = np.random.default_rng(seed)
+    return [
+        tuple(rng.integers(4, 60, int(rng.integers(0, max_len))).tolist() for _ in range(2))
+        for _ in range(n)
+    ]
+
+
+def test_items_and_lengths_are_the_pairs():
+    pairs = random_pairs(0, 50)
+    data = dataset_of(pairs)
+    assert len(data) == 50
+    for i, (src, tgt) in enumerate(pairs):
+        assert data[i][0].tolist() == src and data[i][1].tolist() == tgt
+    assert data.src_lengths.tolist() == [len(s) for s, _ in pairs]
+    assert data.tgt_lengths.tolist() == [len(t) for _, t in pairs]
+
+
+def test_select_keeps_the_masked_pairs_in_order_with_their_line_numbers():
+    pairs = random_pairs(1, 40)
+    keep = np.random.default_rng(2).random(40) < 0.5
+    kept = dataset_of(pairs).select(keep)
+    expected = [i for i in range(40) if keep[i]]
+    assert kept.line_numbers.tolist() == expected
+    assert [(s.tolist(), t.tolist()) for s, t in (kept[i] for i in range(len(kept)))] == [
+        pairs[i] for i in expected
+    ]
+    assert len(dataset_of(pairs).select(np.zeros(40, dtype=bool))) == 0
+
+
+def test_encode_corpus_equals_the_tokenizer_on_each_sentence(tiny_tokenizer):
+    src = ["A man is riding a horse.", "", "Two dogs.", "  ", "A woman reads a book."]
+    tgt = ["Ein Mann reitet ein Pferd.", "Ein Hund.", "", "Zwei Hunde.", "Eine Frau liest."]
+    data, blank = encode_corpus(ParallelText(src, tgt, "test", "fingerprint"), tiny_tokenizer)
+    for i, (s, t) in enumerate(zip(src, tgt, strict=True)):
+        assert data[i][0].tolist() == tiny_tokenizer.encode(s)
+        assert data[i][1].tolist() == tiny_tokenizer.encode_target(t)
+    assert blank.tolist() == [False, True, True, True, False]  # either side empty or blank
+    assert data.line_numbers.tolist() == list(range(5))
+    assert data.src_tokens.dtype == np.uint16  # 60 pieces fit in 16 bits
+
+
+@pytest.mark.parametrize("max_len, max_len_ratio", [(8, None), (5, None), (9, 1.5), (8, 2.0)])
+def test_filter_drops_exactly_what_the_rules_say_and_counts_each_pair_once(max_len, max_len_ratio):
+    pairs = random_pairs(3, 300)
+    data = dataset_of(pairs)
+    blank = np.random.default_rng(4).random(300) < 0.05  # e.g. whitespace-only text
+    kept, report = filter_pairs(data, blank, max_len, max_len_ratio)
+
+    reasons = []  # the first rule each pair breaks, by hand
+    for i, (s, t) in enumerate(pairs):
+        if blank[i] or not s or not t:
+            reasons.append("empty")
+        elif max(len(s), len(t)) > max_len:
+            reasons.append("too_long")
+        elif max_len_ratio is not None and max(len(s), len(t)) / min(len(s), len(t)) > (
+            max_len_ratio
+        ):
+            reasons.append("bad_ratio")
+        else:
+            reasons.append(None)
+    assert kept.line_numbers.tolist() == [i for i, r in enumerate(reasons) if r is None]
+    counts = (report.empty, report.too_long, report.bad_ratio)
+    assert counts == tuple(reasons.count(r) for r in ("empty", "too_long", "bad_ratio"))
+    assert report.total == 300 and report.dropped == 300 - len(kept)
+    assert report.empty > 0 and report.too_long > 0
+    assert (report.bad_ratio > 0) == (max_len_ratio is not None)
+
+
+def test_drop_report_text_names_every_count():
+    report = DropReport(total=10, empty=2, too_long=1, bad_ratio=0, max_len=64, max_len_ratio=None)
+    assert str(report) == "dropped 3 of 10 pairs: 2 empty, 1 longer than 64 tokens"
+    report = DropReport(total=10, empty=0, too_long=1, bad_ratio=4, max_len=8, max_len_ratio=1.5)
+    assert str(report) == (
+        "dropped 5 of 10 pairs: 0 empty, 1 longer than 8 tokens, 4 with length ratio above 1.5"
+    )

@@ -1,0 +1,55 @@
+"""Tests for transformer/model/config.py: `ModelConfig` rejects out-of-range values by name."""
+
+from __future__ import annotations
+
+import pytest
+
+from transformer.config import config_from_dict
+from transformer.model.config import ModelConfig
+
+
+def test_defaults_are_the_base_model_of_table_3():
+    config = ModelConfig()
+    sizes = (config.d_model, config.d_ff, config.n_heads, config.n_encoder_layers)
+    assert sizes == (512, 2048, 8, 6) and config.n_decoder_layers == 6
+    assert config.dropout == 0.1 and not config.norm_first and config.share_embeddings
+
+
+def test_target_vocabulary_is_the_source_one_unless_separate():
+    assert ModelConfig(vocab_size=100).target_vocab_size == 100
+    separate = ModelConfig(vocab_size=100, tgt_vocab_size=70, share_embeddings=False)
+    assert separate.target_vocab_size == 70
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(d_model=500), r"d_model \(500\) must be divisible by n_heads \(8\)"),
+        (dict(dropout=1.5), r"dropout \(1.5\)"),
+        (dict(n_encoder_layers=0), r"n_encoder_layers \(0\)"),
+        (dict(pad_id=1), "distinct"),
+        (dict(attention_kernel="flash"), "attention_kernel"),
+        (dict(tgt_vocab_size=50), "share_embeddings"),
+    ],
+)
+def test_invalid_config_names_the_value(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ModelConfig(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs", [dict(d_model=16.0), dict(n_heads=True), dict(d_ff="2048")])
+def test_model_sizes_must_be_integers(kwargs):
+    (name,) = kwargs
+    with pytest.raises(ValueError, match=f"{name} .* must be an integer"):
+        ModelConfig(**kwargs)
+
+
+@pytest.mark.parametrize("override", ["model.layer_norm_eps=-1", "model.layer_norm_eps=.nan"])
+def test_out_of_range_layer_norm_eps_in_a_config_names_the_key(override):
+    with pytest.raises(ValueError, match="layer_norm_eps"):
+        config_from_dict({}, [override])
+
+
+def test_special_ids_must_fit_the_smaller_vocabulary():
+    with pytest.raises(ValueError, match=r"eos_id \(3\) must be in \[0, 3\)"):
+        ModelConfig(vocab_size=100, tgt_vocab_size=3, share_embeddings=False)

@@ -1,0 +1,173 @@
+"""Tests for transformer/train/checkpoints.py: writing a training checkpoint and resuming from it.
+
+References: every component's own `state_dict()` (a restored component must hold what the saved
+one held), and an uninterrupted run (a run killed with SIGKILL and resumed must end bit for bit
+where it ends).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from transformer.checkpoint import read_checkpoint, save_checkpoint
+from transformer.config import Config
+from transformer.data.batching import BatchIterator
+from transformer.data.dataset import ParallelDataset
+from transformer.train.checkpoints import restore_training_checkpoint, training_checkpoint
+from transformer.train.config import TrainConfig
+from transformer.train.optim import build_lr_schedule, build_optimizer
+from transformer.train.precision import grad_scaler
+from transformer.train.state import TrainState, capture_rng_state
+
+TIED_COPIES_THAT_DIFFER = [
+    (True, "tgt_embed.weight", "'src_embed.weight' and 'tgt_embed.weight'"),
+    (True, "output_projection.weight", "'src_embed.weight' and 'output_projection.weight'"),
+    (False, "output_projection.weight", "'tgt_embed.weight' and 'output_projection.weight'"),
+]
+
+
+def _components(model):
+    """Optimizer, schedule, scaler and batch iterator of a run training `model`."""
+    train = TrainConfig(warmup_steps=10)
+    optimizer = build_optimizer(model, train)
+    schedule = build_lr_schedule(optimizer, train, model.config.d_model)
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 8, 40)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    tokens = rng.integers(4, model.config.vocab_size, int(offsets[-1])).astype(np.uint16)
+    data = ParallelDataset(tokens, offsets, tokens, offsets, np.arange(40))
+    batches = BatchIterator(data, 64, seed=1)
+    return optimizer, schedule, grad_scaler("fp32", torch.device("cpu")), batches
+
+
+def test_a_restored_run_holds_exactly_what_the_saved_run_held(make_model, tiny_tokenizer):
+    model = make_model(tiny_tokenizer.vocab_size, dropout=0.0).train()
+    optimizer, schedule, scaler, batches = _components(model)
+    stream = iter(batches)
+    for _ in range(3):  # three updates: Adam has moments, the schedule and batches moved on
+        batch = next(stream)
+        model(batch.src, batch.tgt_in).logsumexp(-1).mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        schedule.step()
+    state = TrainState(step=3, best_metric=2.5, best_step=2, elapsed_seconds=12.0)
+    checkpoint = training_checkpoint(
+        model=model,
+        config=Config(model=model.config),
+        tokenizer=tiny_tokenizer,
+        optimizer=optimizer,
+        schedule=schedule,
+        scaler=scaler,
+        batches=batches,
+        rng=[capture_rng_state()],
+        state=state,
+        precision="fp32",
+    )
+    assert checkpoint["step"] == 3 and checkpoint["world_size"] == 1
+    fresh = make_model(tiny_tokenizer.vocab_size, seed=1, dropout=0.0)
+    components = _components(fresh)
+    restored = restore_training_checkpoint(
+        checkpoint,
+        "run/checkpoint_last.pt",
+        model=fresh,
+        optimizer=components[0],
+        schedule=components[1],
+        scaler=components[2],
+        batches=components[3],
+    )
+    assert restored == state
+    torch.testing.assert_close(fresh.state_dict(), model.state_dict(), rtol=0, atol=0)
+    torch.testing.assert_close(components[0].state_dict(), optimizer.state_dict(), rtol=0, atol=0)
+    assert components[1].state_dict() == schedule.state_dict()
+    assert components[1].lr == schedule.lr
+    assert components[3].state_dict() == batches.state_dict() == {"epoch": 1, "index": 3}
+    assert torch.equal(next(iter(components[3])).src, next(stream).src)
+
+
+@pytest.mark.parametrize("share, changed, keys", TIED_COPIES_THAT_DIFFER)
+def test_resuming_refuses_tied_copies_that_differ(
+    tmp_path, make_model, tiny_tokenizer, checkpoint_state, share, changed, keys
+):
+    model = make_model(tiny_tokenizer.vocab_size, share_embeddings=share)
+    weights = {key: value.clone() for key, value in model.state_dict().items()}  # own storage
+    weights[changed][0, 0] -= 0.5
+    training = {"optimizer": {}, "lr_scheduler": {}, "data_position": {}, "train_state": {}}
+    checkpoint = checkpoint_state(model, tiny_tokenizer, 7, model=weights, **training)
+    path = tmp_path / "checkpoint_last.pt"
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}: tied weights {keys} differ"):
+        restore_training_checkpoint(  # the components after the weights are never reached
+            checkpoint, path, model=model, optimizer=None, schedule=None, scaler=None, batches=None
+        )
+
+
+KILL_AT_STEP_5 = """
+import os, signal, sys
+from transformer.train.run_directory import RunDirectory
+from transformer.cli.train import main
+
+save = RunDirectory.save
+
+def save_then_die(self, state, step, *args, **kwargs):
+    save(self, state, step, *args, **kwargs)
+    if step == 5:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+RunDirectory.save = save_then_die
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_kill_9_and_resume_is_bit_identical(tmp_path, tiny_run):
+    common = ["--config", str(tiny_run.config_path), *tiny_run.fast]
+    common += ["train.max_steps=10", "train.save_interval_steps=5"]
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    tiny_run.python(["-m", "transformer.train", *common, f"train.output_dir={straight}"])
+    killed = tiny_run.python(
+        ["-c", KILL_AT_STEP_5, *common, f"train.output_dir={resumed}"], check=False
+    )
+    assert killed.returncode == -9, killed.stderr
+    assert read_checkpoint(resumed / "checkpoint_last.pt")["step"] == 5
+    tiny_run.python(["-m", "transformer.train", *common, f"train.output_dir={resumed}"])
+
+    a = read_checkpoint(straight / "checkpoint_last.pt")
+    b = read_checkpoint(resumed / "checkpoint_last.pt")
+    assert a["step"] == b["step"] == 10
+    for key, value in a["model"].items():
+        assert torch.equal(value, b["model"][key]), key
+    for key, value in a["optimizer"]["state"][0].items():
+        assert torch.equal(value, b["optimizer"]["state"][0][key]), key
+    steps = lambda records: [(r["step"], r["loss"], r["lr"]) for r in records]  # noqa: E731
+    assert steps(tiny_run.records(straight)) == steps(tiny_run.records(resumed))
+    assert [r["step"] for r in tiny_run.records(resumed)] == list(range(1, 11))
+
+
+def test_fresh_start_sets_the_earlier_run_aside(tmp_path, tiny_run):
+    from transformer.train.trainer import Trainer
+
+    run_dir = tmp_path / "run"
+    common = [*tiny_run.fast, f"train.output_dir={run_dir}", "train.save_interval_steps=1"]
+    Trainer(tiny_run.load([*common, "train.max_steps=4"])).train()
+    Trainer(tiny_run.load([*common, "train.max_steps=2"]), resume=False).train()
+    numbered = sorted(p.name for p in run_dir.glob("checkpoint_[0-9]*.pt"))
+    assert numbered == ["checkpoint_1.pt", "checkpoint_2.pt"]  # nothing left from the first run
+    (aside,) = run_dir.glob("previous-*")
+    assert (aside / "checkpoint_4.pt").is_file() and (aside / "metrics.jsonl").is_file()
+    assert [r["step"] for r in tiny_run.records(run_dir)] == [1, 2]
+
+
+def test_resuming_from_an_averaged_checkpoint_is_a_clear_error(tmp_path, tiny_run):
+    from transformer.train.trainer import Trainer
+
+    run_dir = tmp_path / "run"
+    overrides = [*tiny_run.fast, f"train.output_dir={run_dir}", "train.max_steps=2"]
+    Trainer(tiny_run.load(overrides)).train()
+    state = read_checkpoint(run_dir / "checkpoint_last.pt")
+    for key in ("optimizer", "lr_scheduler", "data_position", "train_state"):
+        del state[key]  # what transformer-average keeps: weights, configs, vocabulary
+    save_checkpoint(state, run_dir / "checkpoint_last.pt")
+    with pytest.raises(ValueError, match=r"checkpoint_last\.pt cannot be resumed: it has no "):
+        Trainer(tiny_run.load([*overrides, "train.max_steps=3"]))

@@ -1,0 +1,51 @@
+"""Tests for transformer/train/precision.py: which precision runs, its autocast and its scaler.
+
+References: the dtypes torch's own autocast gives a matrix product, and `GradScaler`'s
+documented behaviour (a disabled scaler passes losses and steps through unchanged).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from transformer.train.precision import autocast, grad_scaler, resolve_precision
+
+CPU, CUDA = torch.device("cpu"), torch.device("cuda")
+
+
+@pytest.mark.parametrize("setting", ["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("device", [CPU, CUDA], ids=["cpu", "cuda"])
+def test_an_explicit_setting_is_kept(setting, device):
+    assert resolve_precision(setting, device) == setting
+
+
+@pytest.mark.parametrize("bf16_supported", [True, False])
+def test_auto_is_bf16_on_a_gpu_that_has_it_and_fp32_otherwise(monkeypatch, bf16_supported):
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: bf16_supported)
+    assert resolve_precision("auto", CUDA) == ("bf16" if bf16_supported else "fp32")
+    assert resolve_precision("auto", CPU) == "fp32"  # bf16 on CPU only when asked for
+
+
+@pytest.mark.parametrize(
+    "precision, dtype", [("fp32", torch.float32), ("bf16", torch.bfloat16), ("fp16", torch.float16)]
+)
+def test_autocast_runs_matrix_products_in_the_precisions_dtype(precision, dtype):
+    a, b = torch.randn(4, 8), torch.randn(8, 3)
+    with autocast(precision, CPU):
+        product = a @ b
+        assert torch.is_autocast_enabled("cpu") == (precision != "fp32")
+    assert product.dtype == dtype
+    torch.testing.assert_close(product.float(), a @ b, atol=0.1, rtol=0.05)
+    assert (a @ b).dtype == torch.float32  # nothing is left switched on
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_the_scaler_is_enabled_for_fp16_only(precision):
+    scaler = grad_scaler(precision, CPU)
+    assert scaler.is_enabled() == (precision == "fp16")
+    loss = torch.tensor(2.0)
+    if precision == "fp16":
+        assert scaler.scale(loss).item() == 2.0 * scaler.get_scale()
+    else:
+        assert scaler.scale(loss) is loss  # passed through unchanged

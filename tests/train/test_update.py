@@ -1,0 +1,142 @@
+"""Tests for transformer/train/update.py: one optimizer update over several micro-batches.
+
+The reference is the update written out by hand on a copy of the model: the gradient of the
+label-smoothed loss summed over every real target token of all micro-batches, divided by their
+number (section 5.4), in one backward pass, then a plain SGD step (so the expected weights
+have a closed form: w - lr * g, with g scaled by clip / |g| when clipped).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from transformer.data.batching import Batch
+from transformer.train import update as update_module
+from transformer.train.distributed import DistributedContext
+from transformer.train.loss import label_smoothed_cross_entropy
+from transformer.train.optim import LRSchedule
+from transformer.train.precision import grad_scaler
+from transformer.train.update import UpdateStep
+
+PAD, BOS, EOS, EPSILON, LR = 0, 2, 3, 0.1, 0.5
+CPU = torch.device("cpu")
+
+
+def batch_of(pairs: list[tuple[list[int], list[int]]]) -> Batch:
+    """A padded batch of (source ids, target ids) pairs, as `BatchIterator` makes them."""
+    S = max(len(s) for s, _ in pairs)
+    T = max(len(t) for _, t in pairs) + 1
+    src = torch.full((len(pairs), S), PAD)
+    tgt_in, tgt_out = torch.full((len(pairs), T), PAD), torch.full((len(pairs), T), PAD)
+    for row, (s, t) in enumerate(pairs):
+        src[row, : len(s)] = torch.tensor(s)
+        tgt_in[row, : len(t) + 1] = torch.tensor([BOS, *t])
+        tgt_out[row, : len(t) + 1] = torch.tensor([*t, EOS])
+    n_tgt = int(tgt_out.ne(PAD).sum())
+    return Batch(src, tgt_in, tgt_out, int(src.ne(PAD).sum()), n_tgt, np.arange(len(pairs)))
+
+
+MICRO_BATCHES = [
+    batch_of([([5, 6, 7, 8], [9, 10]), ([11, 12], [13, 14, 15, 16, 17])]),
+    batch_of([([18, 19, 20], [21])]),
+    batch_of([([22], [23, 24, 25]), ([4, 5, 6, 7, 8, 9], [10, 11, 12, 13])]),
+]
+
+
+@pytest.fixture
+def model(make_model):
+    return make_model(30, dropout=0.0).double()
+
+
+def update_step(model, clip_norm=None, precision="fp32"):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    schedule = LRSchedule(optimizer, lambda step: LR)
+    step = UpdateStep(
+        model=model,
+        optimizer=optimizer,
+        schedule=schedule,
+        scaler=grad_scaler(precision, CPU),
+        context=DistributedContext(),
+        precision=precision,
+        label_smoothing=EPSILON,
+        pad_id=PAD,
+        clip_norm=clip_norm,
+    )
+    return step, schedule
+
+
+def reference_gradient(model, clip_norm=None) -> tuple[dict[str, torch.Tensor], float, float, int]:
+    """Gradient of (sum of every micro-batch's summed loss) / (all real target tokens), on a
+    copy of `model`; clipped by `torch.nn.utils.clip_grad_norm_` when `clip_norm` is given."""
+    reference = copy.deepcopy(model).train()
+    outs = [
+        label_smoothed_cross_entropy(reference(b.src, b.tgt_in), b.tgt_out, EPSILON, PAD)
+        for b in MICRO_BATCHES
+    ]
+    tokens = sum(b.n_tgt_tokens for b in MICRO_BATCHES)
+    (sum(out.loss for out in outs) / tokens).backward()
+    if clip_norm is not None:
+        torch.nn.utils.clip_grad_norm_(reference.parameters(), clip_norm)
+    grads = {name: p.grad for name, p in reference.named_parameters()}
+    loss = sum(out.loss.item() for out in outs)
+    return grads, loss, sum(out.nll_loss.item() for out in outs), tokens
+
+
+def test_one_update_over_micro_batches_is_the_step_of_the_whole_batchs_per_token_loss(model):
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    grads, loss_sum, nll_sum, tokens = reference_gradient(model)
+    step, schedule = update_step(model)
+    result = step(MICRO_BATCHES, [False, False])
+    assert result.applied and result.finite and result.grad_norm is None
+    assert result.tokens == tokens == 2 + 1 + 5 + 1 + 1 + 1 + 3 + 1 + 4 + 1
+    assert result.loss_sum == pytest.approx(loss_sum, rel=1e-12)
+    assert result.nll_sum == pytest.approx(nll_sum, rel=1e-12)
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(p.detach(), before[name] - LR * grads[name], rtol=0, atol=1e-12)
+        assert p.grad is None  # cleared for the next update
+    assert schedule.num_updates == 1
+
+
+def test_clipping_scales_the_gradient_to_clip_norm_and_reports_the_norm_before(model):
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    grads, _, _, _ = reference_gradient(model)
+    norm = torch.cat([g.flatten() for g in grads.values()]).norm().item()
+    clip = norm / 4
+    clipped, _, _, _ = reference_gradient(model, clip_norm=clip)
+    step, _ = update_step(model, clip_norm=clip)
+    result = step(MICRO_BATCHES, [False, False])
+    assert result.grad_norm == pytest.approx(norm, rel=1e-9)
+    for name, p in model.named_parameters():
+        expected = before[name] - LR * clipped[name]
+        torch.testing.assert_close(p.detach(), expected, rtol=0, atol=1e-12)
+    assert torch.cat([g.flatten() for g in clipped.values()]).norm().item() == pytest.approx(
+        clip, rel=1e-4
+    )
+
+
+def test_a_non_finite_loss_changes_nothing_and_is_reported(model, monkeypatch):
+    real = update_module.label_smoothed_cross_entropy
+
+    def nan_loss(*args, **kwargs):
+        out = real(*args, **kwargs)
+        return out._replace(loss=out.loss * float("nan"))
+
+    monkeypatch.setattr(update_module, "label_smoothed_cross_entropy", nan_loss)
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    step, schedule = update_step(model)
+    result = step(MICRO_BATCHES, [False, True])
+    assert not result.finite and not result.applied
+    assert result.flags == [False, True]
+    for name, p in model.named_parameters():
+        assert torch.equal(p.detach(), before[name]) and p.grad is None
+    assert schedule.num_updates == 0  # the rate of the next update is still update 1's
+
+
+def test_flags_are_returned_as_booleans(model):
+    step, _ = update_step(model)
+    assert step(MICRO_BATCHES[:1], [True, False]).flags == [True, False]
+    assert step(MICRO_BATCHES[:1], [False, False]).flags == [False, False]
