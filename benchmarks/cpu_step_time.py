@@ -79,7 +79,7 @@ def make_step(config, kernels, bf16: bool, denormal_state: bool, batch, checkpoi
         swap_linear_layers(model)  # same parameters: the checkpoint below loads unchanged
     optimizer = torch.optim.Adam(
         model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True
-    )  # as transformer.optim.build_optimizer
+    )  # as transformer.train.optim.build_optimizer
     if checkpoint is not None:
         model.load_state_dict(checkpoint["model"])
         optimizer.load_state_dict(checkpoint["optimizer"])

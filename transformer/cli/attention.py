@@ -3,11 +3,12 @@
     transformer-attention --checkpoint checkpoints/multi30k/checkpoint_best.pt \\
         --src "A man is riding a horse." --kind cross --layer 5 --output horse.png
 
-Translates the sentence (beam search; or force-decodes `--tgt`), collects the attention weights
-of every layer and head (`transformer.attention_maps`) and draws one layer as heatmaps with the
-subword tokens as axis labels, one panel per head or their average, like Figures 3 to 5 of the
-paper. `--json` writes the raw weights of all layers and heads for notebooks. Layers and heads
-are 0-based. Drawing needs matplotlib (`pip install 'transformer[viz]'`); `--json` alone does
+Translates the sentence (beam search; or force-decodes `--tgt`), collects the attention
+weights of every layer and head (`transformer.evaluate.attention_maps`) and draws one layer as
+heatmaps with the subword tokens as axis labels, one panel per head or their average, like
+Figures 3 to 5 of the paper. `--json` writes the raw weights of all layers and heads for
+notebooks. Layers and heads are 0-based. Drawing needs matplotlib (`pip install -e '.[viz]'`
+in a clone); `--json` alone does
 not. `--json` is written atomically (`transformer.atomic`). Exit status: the rule of
 `transformer.cli.common` (0 ok, 2 wrong command line, 1 the work could not be done, 130
 interrupted).

@@ -7,7 +7,7 @@
     # score an existing hypothesis file, no checkpoint needed
     transformer-evaluate --hyp hyp.de --ref newstest2014.de
 
-Prints three labelled scores (see `transformer.bleu`): sacreBLEU BLEU and chrF with their
+Prints three labelled scores (see `transformer.evaluate.bleu`): sacreBLEU BLEU and chrF with their
 signatures, and the tokenized BLEU with compound splitting that the paper's 27.3 / 28.4 measure.
 Writes the detokenized hypotheses and a JSON file with every score, the signatures and the
 decoding settings: by default next to the checkpoint as `<checkpoint>.<test>.hyp` and
@@ -38,7 +38,7 @@ from transformer.cli.common import (
 )
 from transformer.data.corpus import read_lines
 from transformer.evaluate.bleu import corpus_scores, format_scores
-from transformer.evaluate.test_sets import fetch_test_set
+from transformer.evaluate.sacrebleu_sets import fetch_test_set
 
 
 def check_line_counts(hyp_or_src: Path, lines: list[str], refs: dict[Path, list[str]]) -> None:

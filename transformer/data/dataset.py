@@ -1,27 +1,12 @@
-"""From raw parallel text to filtered, cached token ids: `prepare_data`.
+"""Encoded sentence pairs as flat arrays, and the filter that drops unusable pairs.
 
-Example:
-    >>> from transformer.config import DataConfig
-    >>> from transformer.dataset import prepare_data
-    >>> from transformer.batching import BatchIterator
-    >>> config = DataConfig(train="multi30k/train", valid="multi30k/val", vocab_size=8000)
-    >>> prepared = prepare_data(config, "checkpoints/m30k")  # trains checkpoints/m30k/spm.model
-    train: dropped 0 of 29000 pairs: 0 empty, 0 longer than 256 tokens
-    ...
-    >>> it = BatchIterator(prepared.train, max_tokens=4096, seed=1)
-    >>> batch = next(iter(it.epoch(1)))
-    >>> batch.src.shape, batch.tgt_in.shape  # (B, S), (B, T)
-
-Steps (section 5.1 of the paper, with SentencePiece in place of the authors' BPE tool):
-1. read the corpora (`transformer.corpus`), either direction of the same files;
-2. train one joint SentencePiece model on both sides of the training data, or reuse the one
-   already in `output_dir` (`transformer.run_tokenizer`);
-3. encode every sentence once (SentencePiece batch encoding on all cores) and cache the ids as
-   flat numpy arrays with offsets, keyed by a hash of the input files and the model bytes
-   (`transformer.token_cache`);
-4. drop empty/whitespace pairs (from both sides), pairs with a side longer than `max_len`
-   tokens, and optionally pairs whose length ratio exceeds `max_len_ratio`; every drop is
-   counted and reported.
+`ParallelDataset` holds the token ids of N pairs in four flat arrays (tokens and offsets per
+side), so a WMT-size corpus costs a few bytes per token and slices without copies.
+`encode_corpus` encodes raw pairs with the run's SentencePiece model (SentencePiece batch
+encoding on all cores, in chunks); `filter_pairs` drops empty pairs, pairs with a side longer
+than `max_len` tokens and, optionally, pairs whose length ratio exceeds `max_len_ratio`, and
+counts every drop by reason (`DropReport`). `transformer.data.prepare.prepare_data` runs these
+steps in order (section 5.1 of the paper).
 """
 
 from __future__ import annotations

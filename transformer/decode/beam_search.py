@@ -6,7 +6,7 @@ sentence the best 2K are looked at (2K, so that K non-eos candidates remain even
 in eos):
 
 - a candidate ending in `eos` that ranks within the best K is set aside as a finished hypothesis,
-  scored log P / lp(|Y|) (conventions in `transformer.decoding`);
+  scored log P / lp(|Y|) (conventions in `transformer.decode.search`);
 - the best K candidates not ending in `eos` become the next step's beams (fewer valid ones leave
   placeholder beams with score -inf, e.g. at the first step, when all K beams are the same).
 

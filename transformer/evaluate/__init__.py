@@ -1,7 +1,7 @@
 """Measuring a model:
 
 - `bleu.py`: sacreBLEU BLEU and chrF, and the paper's tokenized compound-split BLEU;
-- `test_sets.py`: sacreBLEU's named test sets (downloaded by sacreBLEU);
+- `sacrebleu_sets.py`: sacreBLEU's named test sets (downloaded by sacreBLEU);
 - `attention_maps.py`: the attention weights of every layer and head for a sentence pair;
 - `plot.py`: heatmaps of them, like Figures 3 to 5.
 """

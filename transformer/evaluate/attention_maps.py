@@ -13,7 +13,7 @@ Three kinds of attention (section 3.2.3):
 - "cross": encoder-decoder attention, target positions attending source tokens.
 - "decoder-self": masked decoder self-attention, target positions attending earlier ones.
 
-Heatmaps of these weights are drawn by `transformer.visualize.draw_attention`.
+Heatmaps of these weights are drawn by `transformer.evaluate.plot.draw_attention`.
 Rows are the decoder's query positions labelled by the token predicted there (y_1 ... y_n,
 `</s>`), so the "cross" row of a German word shows which English pieces the model looked at
 while choosing it; the keys of "decoder-self" are the decoder inputs (`<s>`, y_1 ... y_n).

@@ -10,7 +10,8 @@
 4. optional gradient clipping, then the optimizer step with the schedule's rate of this update.
 
 A resumed run restores weights, optimizer, schedule, scaler, step, the batch position and
-every RNG state (training_state.py), and continues exactly as if it had not stopped.
+every RNG state (`train/checkpoints.py`, `train/state.py`), and continues exactly as if it had
+not stopped.
 """
 
 from __future__ import annotations

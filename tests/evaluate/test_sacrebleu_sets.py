@@ -1,4 +1,4 @@
-"""Tests for transformer/evaluate/test_sets.py: sacreBLEU test sets, and the local alternative.
+"""Tests for transformer/evaluate/sacrebleu_sets.py: sacreBLEU test sets, and the local alternative.
 
 There is no network here: sacreBLEU's download functions are replaced with monkeypatch, and
 its own table of test sets (`sacrebleu.dataset.DATASETS`) is the reference for names and
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from sacrebleu.dataset import DATASETS
 
-from transformer.evaluate.test_sets import fetch_test_set
+from transformer.evaluate.sacrebleu_sets import fetch_test_set
 
 LOCAL_ALTERNATIVE = "--src FILE --ref FILE"
 
