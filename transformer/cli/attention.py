@@ -1,7 +1,7 @@
-"""Heatmaps of attention weights, and transformer-attention, the command that draws them.
+"""`transformer-attention`: draw the attention weights a checkpoint uses on one sentence pair.
 
-    transformer-attention --checkpoint checkpoints/multi30k/checkpoint_best.pt \\
-        --src "A man is riding a horse." --kind cross --layer 5 --output horse.png
+    transformer-attention --checkpoint checkpoints/multi30k_en-de/checkpoint_avg5.pt \\
+        --src "A man is riding a horse." --kind cross --layer 2 --output horse.png
 
 Translates the sentence (beam search; or force-decodes `--tgt`), collects the attention
 weights of every layer and head (`transformer.evaluate.attention_maps`) and draws one layer as

@@ -12,7 +12,10 @@ from pathlib import Path
 from transformer.atomic import atomic_write
 from transformer.evaluate.attention_maps import AttentionMaps
 
-VIZ_INSTALL_HINT = "drawing attention maps needs matplotlib: pip install 'transformer[viz]'"
+VIZ_INSTALL_HINT = (
+    "drawing attention maps needs matplotlib: pip install matplotlib "
+    "(or pip install -e '.[viz]' in a clone of this repository)"
+)
 
 
 AXIS_NAMES = {  # kind -> (rows, columns)
@@ -55,7 +58,7 @@ def draw_attention(
         one more axes).
 
     Raises:
-        ImportError: without matplotlib, saying `pip install 'transformer[viz]'`.
+        ImportError: without matplotlib, saying how to install it (`VIZ_INSTALL_HINT`).
         ValueError: for a layer or head out of range.
     """
     Figure = _figure_class()
