@@ -55,3 +55,10 @@ def test_without_tokens_per_update_update_freq_is_used_as_given():
 def test_tokens_per_update_and_update_freq_are_exclusive():
     with pytest.raises(ValueError, match=r"tokens_per_update \(3000\) or train\.update_freq \(2\)"):
         TrainConfig(tokens_per_update=3000, update_freq=2)
+
+
+@pytest.mark.parametrize("metric", ["bleu", "chrf"])
+def test_a_decoded_best_metric_without_bleu_sentences_is_refused_at_load(metric):
+    with pytest.raises(ValueError, match=f"train.best_metric is '{metric}' but train.valid_bleu"):
+        TrainConfig(best_metric=metric, valid_bleu_sentences=0)
+    assert TrainConfig(best_metric="loss", valid_bleu_sentences=0).valid_bleu_sentences == 0

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from transformer.data.tokenizer import SPM_MODEL_TYPES
+
 # The smallest SentencePiece vocabulary: pad, unk, bos, eos and at least one character.
 MIN_SPM_VOCAB = 5
 
@@ -50,8 +52,11 @@ class DataConfig:
     def __post_init__(self) -> None:
         if self.source_lang == self.target_lang:
             raise ValueError(f"source_lang and target_lang are both {self.source_lang!r}")
-        if self.spm_model_type not in ("bpe", "unigram"):
-            raise ValueError(f"spm_model_type ({self.spm_model_type!r}) must be 'bpe' or 'unigram'")
+        if self.spm_model_type not in SPM_MODEL_TYPES:
+            raise ValueError(
+                f"spm_model_type ({self.spm_model_type!r}) must be one of "
+                f"{', '.join(SPM_MODEL_TYPES)}"
+            )
         if self.vocab_size < MIN_SPM_VOCAB:
             raise ValueError(
                 f"data.vocab_size ({self.vocab_size}) must be at least {MIN_SPM_VOCAB}: the 4 "

@@ -25,6 +25,7 @@ import sentencepiece as spm
 from transformer.atomic import atomic_write
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+SPM_MODEL_TYPES = ("bpe", "unigram")
 
 
 def _num_threads() -> int:
@@ -164,8 +165,10 @@ class Tokenizer:
             ValueError: for an unknown model type, or when SentencePiece rejects the input
                 (for example a vocabulary larger than the text allows), with its message.
         """
-        if model_type not in ("bpe", "unigram"):
-            raise ValueError(f"spm_model_type {model_type!r} must be 'bpe' or 'unigram'")
+        if model_type not in SPM_MODEL_TYPES:
+            raise ValueError(
+                f"spm_model_type {model_type!r} must be one of {', '.join(SPM_MODEL_TYPES)}"
+            )
         spm.set_random_generator_seed(seed)
         model = io.BytesIO()
         try:

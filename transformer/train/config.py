@@ -14,6 +14,8 @@ LR_SCHEDULES = ("noam", "inverse_sqrt")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 # Lower is better for every metric except BLEU and chrF.
 HIGHER_IS_BETTER = {"bleu": True, "chrf": True, "loss": False, "nll_loss": False, "ppl": False}
+# The metrics that validation computes by decoding (greedy sacreBLEU), not from the loss.
+DECODED_METRICS = ("bleu", "chrf")
 
 
 @dataclass(frozen=True)
@@ -156,6 +158,11 @@ class TrainConfig:
             raise ValueError(f"train.label_smoothing ({self.label_smoothing}) must be in [0, 1)")
         if self.lr_schedule == "inverse_sqrt" and self.peak_lr is None:
             raise ValueError("train.lr_schedule inverse_sqrt needs train.peak_lr")
+        if self.best_metric in DECODED_METRICS and self.valid_bleu_sentences == 0:
+            raise ValueError(
+                f"train.best_metric is {self.best_metric!r} but train.valid_bleu_sentences is 0"
+                " (no BLEU is computed); choose best_metric loss or ppl"
+            )
         if self.tokens_per_update is not None and self.update_freq != 1:
             raise ValueError(
                 f"set either train.tokens_per_update ({self.tokens_per_update}) or "

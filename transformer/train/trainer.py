@@ -106,11 +106,6 @@ class Trainer:
         self.config = dataclasses.replace(
             config, model=model_config_for(config.model, self.tokenizer)
         )
-        if train.best_metric in ("bleu", "chrf") and train.valid_bleu_sentences == 0:
-            raise ValueError(
-                f"train.best_metric is {train.best_metric!r} but train.valid_bleu_sentences is 0"
-                " (no BLEU is computed); choose best_metric loss or ppl"
-            )
 
         seed_everything(train.seed)
         self.model = Transformer(self.config.model).to(self.device)

@@ -22,7 +22,7 @@ from transformer.data.tokenizer import Tokenizer
 from transformer.decode.config import DecodeConfig
 from transformer.decode.translator import Translator
 from transformer.evaluate.bleu import corpus_scores
-from transformer.train.config import HIGHER_IS_BETTER
+from transformer.train.config import DECODED_METRICS, HIGHER_IS_BETTER
 from transformer.train.distributed import DistributedContext, broadcast_object
 from transformer.train.loss import label_smoothed_cross_entropy
 from transformer.train.metrics_log import MetricsLog
@@ -106,7 +106,7 @@ def validation_bleu(
         max_tokens=decode.max_tokens,
     )
     scores = corpus_scores(hyps, ref_text, target_lang=target_lang)
-    return {key: float(scores[key]) for key in ("bleu", "chrf") if key in scores}
+    return {key: float(scores[key]) for key in DECODED_METRICS if key in scores}
 
 
 def is_improvement(metric: str, value: float, best: float | None) -> bool:
