@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -120,3 +122,53 @@ def test_a_device_or_pipe_is_written_in_place():
     if not devnull.exists() or devnull.is_file():
         pytest.skip("no character device to write to")
     assert atomic_write_text(devnull, "discarded") == devnull  # no temporary file in /dev
+
+
+def test_a_rewrite_keeps_the_permission_bits(tmp_path):
+    path = tmp_path / "secret.txt"
+    path.write_text("old")
+    path.chmod(0o600)
+    atomic_write_text(path, "new")
+    assert path.read_text() == "new" and path.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_name_near_the_length_limit_can_be_written(tmp_path):
+    path = tmp_path / ("n" * 251 + ".txt")  # 255 characters: the longest valid name
+    atomic_write_text(path, "x")
+    assert path.read_text() == "x" and listing(tmp_path) == [path.name]
+
+
+@pytest.mark.parametrize("name", ["/dev/fd/{fd}", "/proc/self/fd/{fd}", "{tmp}/link"])
+def test_an_own_descriptor_is_written_through_not_replaced(tmp_path, name):
+    if not Path("/dev/fd").is_dir() or not Path("/proc/self/fd").is_dir():
+        pytest.skip("no /dev/fd or /proc/self/fd here")
+    log = tmp_path / "log.txt"
+    log.write_text("earlier\n")
+    with open(log, "ab") as file:  # as `cmd --output /dev/fd/3 3>> log.txt`
+        stream = name.format(fd=file.fileno(), tmp=tmp_path)
+        if name == "{tmp}/link":
+            Path(stream).symlink_to(f"/dev/fd/{file.fileno()}")
+        assert atomic_write_text(stream, "new\n") == Path(stream)
+        file.write(b"later\n")  # the descriptor's offset moved past what atomic_write wrote
+    assert log.read_text() == "earlier\nnew\nlater\n"
+    assert sorted(set(listing(tmp_path)) - {"link"}) == ["log.txt"]  # no temporary file
+
+
+@pytest.mark.parametrize("mode", ["ab", "wb"])  # `>> log.txt` and `> log.txt`
+def test_dev_stdout_redirected_to_a_file_keeps_what_was_printed(tmp_path, mode):
+    if not Path("/dev/stdout").exists():
+        pytest.skip("no /dev/stdout here")
+    log = tmp_path / "log.txt"
+    log.write_text("earlier\n")
+    code = (
+        "from transformer.atomic import atomic_write_text\n"
+        "print('printed before')\n"
+        "atomic_write_text('/dev/stdout', 'written\\n')\n"
+        "print('printed after')\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    with open(log, mode) as stdout:
+        subprocess.run([sys.executable, "-c", code], stdout=stdout, cwd=root, check=True)
+    before = "earlier\n" if mode == "ab" else ""
+    assert log.read_text() == before + "printed before\nwritten\nprinted after\n"
+    assert listing(tmp_path) == ["log.txt"]

@@ -112,3 +112,28 @@ def test_override_errors_blame_the_override_not_the_file(tmp_path):
     with pytest.raises(ValueError) as error:
         load_config(path, ["train.max_steps=5"])
     assert str(error.value).startswith(f"{path}: unknown config key train.nope")
+
+
+@pytest.mark.parametrize(
+    ("override", "problem"),
+    [
+        ("train.max_steps=[1", "expected ',' or ']', but got '<stream end>' (line 1, column 3)"),
+        ("train.max_steps=@x", "found character '@' that cannot start any token"),
+    ],
+)
+def test_an_override_that_is_not_yaml_names_the_override(override, problem):
+    with pytest.raises(ValueError) as error:
+        config_from_dict({}, [override])
+    message = str(error.value)
+    assert message.startswith(f"command-line override '{override}': the value is not valid YAML")
+    assert problem in message and "\n" not in message
+
+
+def test_bad_yaml_is_named_in_one_line_with_its_place(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("train:\n  max_steps: [1\n")
+    with pytest.raises(ValueError) as error:
+        load_config(bad)
+    assert str(error.value) == (
+        f"{bad}: invalid YAML: expected ',' or ']', but got '<stream end>' (line 3, column 1)"
+    )

@@ -1,7 +1,9 @@
-"""Tests for transformer/device.py: one rule for "auto", "cpu", "cuda", "cuda:N" and bad names.
+"""Tests for transformer/device.py: one rule for "auto", "cpu", "cuda", "cuda:N", "mps" and bad
+names.
 
-The machine's GPUs are faked with monkeypatch (`torch.cuda.is_available`, `device_count`), so
-every branch runs on a CPU-only machine; the reference is `torch.device` itself.
+The machine's GPUs are faked with monkeypatch (`torch.cuda.is_available`, `device_count`,
+`torch.backends.mps.is_available`), so every branch runs on a CPU-only machine; the reference is
+`torch.device` itself.
 """
 
 from __future__ import annotations
@@ -39,10 +41,46 @@ def test_auto_and_cuda_under_torchrun_mean_the_local_ranks_gpu(gpus):
     assert resolve_device("auto", local_rank=3) == torch.device("cpu")
 
 
-@pytest.mark.parametrize("name", ["cpu", torch.device("cpu"), "meta"])
+@pytest.fixture
+def mps(monkeypatch):
+    """`mps(available)`: pretend this machine has (or lacks) Apple's MPS backend."""
+
+    def fake(available: bool) -> None:
+        monkeypatch.setattr(torch.backends.mps, "is_available", lambda: available)
+
+    return fake
+
+
+@pytest.mark.parametrize("name", ["cpu", torch.device("cpu"), "cpu:0"])
 def test_names_torch_knows_are_torchs_devices(gpus, name):
     gpus(0)
     assert resolve_device(name) == torch.device(name)
+
+
+def test_mps_is_accepted_only_where_it_is_available(mps):
+    mps(True)
+    assert resolve_device("mps") == torch.device("mps")
+    mps(False)
+    with pytest.raises(ValueError) as error:
+        resolve_device("mps", what="--device")
+    assert str(error.value) == (
+        "--device 'mps': MPS is not available on this machine; use cpu, cuda, cuda:N or auto"
+    )
+
+
+@pytest.mark.filterwarnings("ignore:'mkldnn' is no longer used as device type")
+@pytest.mark.parametrize(
+    "name", ["meta", "xpu", "lazy", "mkldnn", "xla", torch.device("meta"), "meta:0"]
+)
+def test_device_types_the_project_does_not_run_on_are_refused(gpus, mps, name):
+    gpus(2)
+    mps(True)  # even where every backend is available
+    with pytest.raises(ValueError) as error:
+        resolve_device(name, what="train.device")
+    assert str(error.value) == (
+        f"train.device {str(torch.device(name))!r} is not a device this project runs on; "
+        "use cpu, cuda, cuda:N or auto"
+    )
 
 
 @pytest.mark.parametrize("name", ["gpu0", "foo", "cuda:x", ""])

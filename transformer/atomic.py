@@ -5,15 +5,22 @@ directory's config and metrics, the command-line tools' outputs) goes through `a
 or, for a second name of a finished checkpoint, `atomic_link`:
 
 1. the content goes to a temporary file in the same directory (same file system, so that the
-   rename is atomic), named `.<name>.<pid>.<random>.tmp`;
+   rename is atomic), named `.<name>.<pid>.<random>.tmp` (`<name>` cut to 100 characters, so
+   that a long but valid name stays within the 255-byte limit);
 2. the file is flushed and fsynced, so the data is on disk before its name is;
 3. `os.replace` renames it over the final name (atomic on POSIX and Windows);
 4. the directory is fsynced, so the rename itself survives a power cut.
 
 A failure at any point, Ctrl-C (KeyboardInterrupt) included, removes the temporary file and
-leaves the old file, if any, untouched. A symbolic link is written through (its target is
-replaced, the link stays), and a path that exists but is not a regular file (a FIFO, a
-terminal, /dev/stdout on a pipe) is written in place, since it cannot be replaced.
+leaves the old file, if any, untouched. A rewrite keeps the file's permission bits. A symbolic
+link is written through (its target is replaced, the link stays).
+
+A path that names a stream rather than a file is written in place, with no temporary file and
+no rename: a path that exists but is not a regular file (a FIFO, a terminal), and any path
+under /dev or /proc (or a link to one). One of this process's own descriptors (/dev/stdout,
+/dev/stderr, /dev/fd/N, /proc/self/fd/N) is written through that descriptor, after Python's
+stdout and stderr are flushed: `cmd --output /dev/stdout >> log.txt` appends to the log, in
+order after what the command printed, instead of replacing log.txt by a new file.
 
 Source: the write, fsync, rename, fsync-the-directory sequence of Dan Luu's "Files are hard"
 (2015).
@@ -22,8 +29,11 @@ Source: the write, fsync, rename, fsync-the-directory sequence of Dan Luu's "Fil
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
+import stat
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
@@ -35,7 +45,8 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> Path:
     """Write a file atomically: `write(file)` fills a temporary file that then replaces `path`.
 
     Args:
-        path: The final file. Its directory must exist.
+        path: The final file. Its directory must exist. A stream (/dev/stdout, a FIFO) is
+            written in place (see the module docstring).
         write: Called once with the temporary file, opened for binary writing; it must not
             close it. Whatever it returns is ignored.
 
@@ -51,15 +62,17 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> Path:
         >>> atomic_write("out.txt", lambda file: file.write(b"hello\\n"))  # doctest: +SKIP
     """
     path = Path(path)
-    if path.exists() and not path.is_file():  # a FIFO, terminal or pipe: nothing to replace
-        with open(path, "wb") as file:
-            write(file)
+    stream = _stream_name(path)
+    if stream is not None or (path.exists() and not path.is_file()):
+        _write_in_place(path, stream, write)  # a stream or device: nothing to replace
         return path
     path = _final_path(path)
     tmp = _temporary_name(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as file:
+            if path.exists():  # a rewrite keeps the file's permission bits (600 stays 600)
+                os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))
             write(file)
             file.flush()
             os.fsync(file.fileno())
@@ -121,8 +134,54 @@ def _final_path(path: str | Path) -> Path:
 
 
 def _temporary_name(path: Path) -> Path:
-    """A fresh hidden name next to `path`; the pid and random part keep writers apart."""
-    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    """A fresh hidden name next to `path`; the pid and random part keep writers apart.
+
+    Only the first 100 characters of `path.name` are kept, so that the temporary name stays
+    within the 255-byte limit of a file name (NAME_MAX) even when `path.name` is near it.
+    """
+    return path.with_name(f".{path.name[:100]}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+
+
+_STANDARD_STREAMS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def _stream_name(path: Path) -> str | None:
+    """The /dev or /proc name that `path` is, or that its chain of symbolic links reaches
+    (`log -> /dev/stdout`); None for an ordinary file name."""
+    name = os.path.abspath(path)
+    for _ in range(40):  # as many links as the kernel follows before ELOOP
+        if name.startswith(("/dev/", "/proc/")):
+            return name
+        if not os.path.islink(name):
+            return None
+        name = os.path.abspath(os.path.join(os.path.dirname(name), os.readlink(name)))
+    return None
+
+
+def _own_descriptor(stream: str) -> int | None:
+    """The descriptor N of this process that `stream` names (/dev/stdout, /dev/fd/N,
+    /proc/self/fd/N, /proc/<this pid>/fd/N), else None."""
+    if stream in _STANDARD_STREAMS:
+        return _STANDARD_STREAMS[stream]
+    pattern = rf"/dev/fd/(\d+)|/proc/(?:self|thread-self|{os.getpid()})/fd/(\d+)"
+    match = re.fullmatch(pattern, stream)
+    return None if match is None else int(match.group(1) or match.group(2))
+
+
+def _write_in_place(path: Path, stream: str | None, write: Callable[[BinaryIO], object]) -> None:
+    """`write` straight into a stream: through the descriptor itself when `stream` is one of
+    this process's (same offset, so nothing written to it before is overwritten), else by
+    opening `path` as a shell's `>` does."""
+    fd = None if stream is None else _own_descriptor(stream)
+    if fd is None:
+        with open(path, "wb") as file:
+            write(file)
+        return
+    for standard in (sys.stdout, sys.stderr):  # what the command printed comes first
+        if standard is not None:
+            standard.flush()
+    with os.fdopen(os.dup(fd), "wb") as file:
+        write(file)
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -17,6 +17,7 @@ from the file alone.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from pathlib import Path
 
@@ -58,10 +59,14 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
 
     Raises:
         FileNotFoundError: if `path` does not exist.
-        ValueError: if the file is not a checkpoint (unreadable, holds code or objects other
-            than tensors and plain values, lacks `format_version`/`model`) or has another
-            `format_version`; the message names the path and the problem.
+        ValueError: if `path` is not a file name; if the file is not a checkpoint (unreadable,
+            holds code or objects other than tensors and plain values, lacks
+            `format_version`/`model`/`model_config`), has another `format_version`, or holds
+            an entry of the wrong type (`check_entry_types`); the message names the path and
+            the problem.
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"checkpoint path must be a file name, not {type(path).__name__}")
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint not found: {path}")
@@ -76,15 +81,50 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         ) from error
     if not isinstance(state, dict) or "format_version" not in state:
         raise ValueError(f"{path}: not a checkpoint of this project (no 'format_version' key)")
-    if state["format_version"] != FORMAT_VERSION:
+    version = state["format_version"]
+    if type(version) is not int or version != FORMAT_VERSION:  # not a tensor, bool or float
+        shown = repr(version) if isinstance(version, (int, float, str)) else type(version).__name__
         raise ValueError(
-            f"{path}: checkpoint format_version {state['format_version']!r} is not supported "
+            f"{path}: checkpoint format_version {shown} is not supported "
             f"(this code reads format_version {FORMAT_VERSION})"
         )
     for key in ("model", "model_config"):
         if key not in state:
             raise ValueError(f"{path}: checkpoint has no {key!r} entry")
+    check_entry_types(state, path)
     return state
+
+
+def check_entry_types(state: dict, path: str | Path) -> None:
+    """Refuse entries that every reader (loading, resuming, averaging) would trip over.
+
+    `model` must map weight names to tensors, `model_config` and `config` (when present and
+    not null) must be mappings, `spm_model` (when present) bytes and `tgt_spm_model` bytes or
+    null. The values inside them are checked where they are used (`ModelConfig`,
+    `config_from_dict`, `Tokenizer`).
+
+    Raises:
+        ValueError: naming `path`, the entry and the type found.
+    """
+    weights = state["model"]
+    if not isinstance(weights, dict):
+        raise ValueError(
+            f"{path}: 'model' must be a mapping of weight names to tensors, "
+            f"not {type(weights).__name__}"
+        )
+    for key, value in weights.items():
+        if not isinstance(key, str) or not isinstance(value, torch.Tensor):
+            raise ValueError(
+                f"{path}: weight {key!r} of 'model' is a {type(value).__name__}, not a tensor"
+            )
+    for key, allowed, what in (
+        ("model_config", (dict,), "a mapping"),
+        ("config", (dict, type(None)), "a mapping or null"),
+        ("spm_model", (bytes,), "bytes (a SentencePiece model)"),
+        ("tgt_spm_model", (bytes, type(None)), "bytes (a SentencePiece model) or null"),
+    ):
+        if key in state and not isinstance(state[key], allowed):
+            raise ValueError(f"{path}: {key!r} must be {what}, not {type(state[key]).__name__}")
 
 
 def _load_problem(error: Exception) -> str:
@@ -126,10 +166,9 @@ def unwrap_model(model: torch.nn.Module) -> torch.nn.Module:
             return model
 
 
-def _model_config(stored, path) -> ModelConfig:
-    """The checkpoint's `model_config` entry as a ModelConfig, or a ValueError naming the file."""
-    if not isinstance(stored, dict):
-        raise ValueError(f"{path}: 'model_config' must be a mapping, not {type(stored).__name__}")
+def _model_config(stored: dict, path) -> ModelConfig:
+    """The checkpoint's `model_config` mapping (`check_entry_types`) as a ModelConfig, or a
+    ValueError naming the file."""
     stored = {k: v for k, v in stored.items() if k not in RETIRED_KEYS["model"]}
     known = {f.name for f in dataclasses.fields(ModelConfig)}
     unknown = sorted(set(stored) - known)
@@ -151,8 +190,9 @@ def check_tied_weights(state_dict: dict, model: torch.nn.Module, path: str | Pat
     several state_dict keys (`src_embed.weight`, `tgt_embed.weight` and
     `output_projection.weight` with `share_embeddings`; the last two without). `torch.save` of
     our state dict stores it once; a state dict edited after loading, or written by another
-    tool, may hold separate copies. Equal copies are fine; different ones would otherwise be
-    loaded silently (the last key wins) or averaged by their first key only.
+    tool, may hold separate copies. Equal copies are fine (equal values, NaN at the same
+    places, or one tensor under several keys); different ones would otherwise be loaded
+    silently (the last key wins) or averaged by their first key only.
 
     Args:
         state_dict: The stored weights, wrapper prefixes stripped.
@@ -168,11 +208,29 @@ def check_tied_weights(state_dict: dict, model: torch.nn.Module, path: str | Pat
     for tied in keys_of_tensor.values():
         stored = [key for key in tied if key in state_dict]  # load_state_dict reports the rest
         for key in stored[1:]:
-            if not torch.equal(state_dict[stored[0]], state_dict[key]):  # shapes included
+            if not _same_values(state_dict[stored[0]], state_dict[key]):
                 raise ValueError(
                     f"{path}: tied weights {stored[0]!r} and {key!r} differ (the model uses "
                     f"one matrix for {', '.join(tied)}); refusing to pick one of them"
                 )
+
+
+def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two stored copies of a matrix hold the same values: same shape, equal elements,
+    NaN where the other has NaN (`torch.equal` calls NaN unequal to itself). Views of the same
+    memory are the same values without looking at them."""
+    if a.shape != b.shape:
+        return False
+    if (a.untyped_storage().data_ptr(), a.storage_offset(), a.stride()) == (
+        b.untyped_storage().data_ptr(),
+        b.storage_offset(),
+        b.stride(),
+    ):
+        return True
+    if torch.equal(a, b):
+        return True
+    both_nan = a.isnan() & b.isnan()  # (shape) bool; all False for integer tensors
+    return bool(both_nan.any()) and bool(((a == b) | both_nan).all())
 
 
 def load_checkpoint(
@@ -194,7 +252,7 @@ def load_checkpoint(
     """
     device = resolve_device(device, what="device")
     state = read_checkpoint(path)
-    model_config = _model_config(state.get("model_config"), path)
+    model_config = _model_config(state["model_config"], path)
     model = Transformer(model_config)
     weights = strip_wrapper_prefixes(state["model"])
     check_tied_weights(weights, model, path)

@@ -131,13 +131,34 @@ def _build_section(cls: type, values: dict, section: str, origins: dict[str, str
         raise ValueError(f"{origin}: {error}") from error
 
 
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """A YAML error in one line: what is wrong and where (PyYAML's own text spans several)."""
+    problem = getattr(error, "problem", None)
+    mark = getattr(error, "problem_mark", None)
+    if problem is None:
+        return " ".join(str(error).split())
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    return f"{problem}{where}"
+
+
 def _parse_override(text: str) -> tuple[str, str, object]:
-    """Split `section.key=value` into its parts, parsing the value as YAML."""
+    """Split `section.key=value` into its parts, parsing the value as YAML.
+
+    Raises:
+        ValueError: naming the override, for one without `section.key=` or whose value is
+            not valid YAML (`train.max_steps=[1`).
+    """
     if "=" not in text or "." not in text.split("=", 1)[0]:
         raise ValueError(f"command-line override {text!r} must look like section.key=value")
     dotted, raw = text.split("=", 1)
     section, key = dotted.split(".", 1)
-    return section, key, yaml.safe_load(raw) if raw != "" else ""
+    try:
+        value = yaml.safe_load(raw) if raw != "" else ""
+    except yaml.YAMLError as error:
+        raise ValueError(
+            f"command-line override {text!r}: the value is not valid YAML: {_yaml_problem(error)}"
+        ) from None
+    return section, key, value
 
 
 def config_from_dict(
@@ -209,7 +230,7 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
     except UnicodeDecodeError as error:
         raise ValueError(f"{path}: not a UTF-8 text file ({error.reason})") from error
     except yaml.YAMLError as error:
-        raise ValueError(f"{path}: invalid YAML: {error}") from error
+        raise ValueError(f"{path}: invalid YAML: {_yaml_problem(error)}") from error
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: top level must be a mapping of sections")
     return config_from_dict(raw, overrides, source=str(path))

@@ -1,8 +1,9 @@
 """Which torch device a job runs on: one rule for training, decoding and the command line.
 
-"auto" means CUDA when this machine has a GPU, else the CPU; "cpu", "cuda" and "cuda:N" are
-checked against what the machine has, so a typo or a missing GPU is a one-line error before any
-work starts.
+"auto" means CUDA when this machine has a GPU, else the CPU; "cpu", "cuda", "cuda:N" and (on
+Apple silicon) "mps" are checked against what the machine has, so a typo, a missing GPU or a
+device type the project does not run on ("meta", "xpu", "lazy", ...) is a one-line error before
+any work starts.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ def resolve_device(
     """The torch device that `device` names, checked against this machine.
 
     Args:
-        device: "auto" (CUDA when present, else the CPU), "cpu", "cuda", "cuda:N", any other
-            name torch knows, or a `torch.device`.
+        device: "auto" (CUDA when present, else the CPU), "cpu", "cuda", "cuda:N", "mps" where
+            `torch.backends.mps.is_available()`, or a `torch.device` of those.
         local_rank: Under torchrun, the GPU that "auto" and "cuda" mean (`cuda:local_rank`);
             None means the current GPU.
         what: How the setting is called in messages ("train.device", "--device").
@@ -26,17 +27,25 @@ def resolve_device(
         The device.
 
     Raises:
-        ValueError: for a name torch does not know, CUDA on a machine without it, or a GPU
-            index beyond the machine's, naming `what` and the value.
+        ValueError: for a name torch does not know or another device type (meta, xpu, ...),
+            CUDA or MPS on a machine without it, or a GPU index beyond the machine's, naming
+            `what` and the value.
     """
+    choices = "use cpu, cuda, cuda:N or auto"
     if isinstance(device, str) and device.strip() == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         resolved = torch.device(device)
     except (RuntimeError, TypeError) as error:
+        raise ValueError(f"{what} {device!r} is not a device; {choices}") from error
+    if resolved.type not in ("cpu", "cuda", "mps"):
         raise ValueError(
-            f"{what} {device!r} is not a device; use cpu, cuda, cuda:N or auto"
-        ) from error
+            f"{what} {str(resolved)!r} is not a device this project runs on; {choices}"
+        )
+    if resolved.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(
+            f"{what} {str(resolved)!r}: MPS is not available on this machine; {choices}"
+        )
     if resolved.type == "cuda":
         if not torch.cuda.is_available():
             raise ValueError(f"{what} {str(resolved)!r}: CUDA is not available on this machine")

@@ -107,3 +107,47 @@ def test_cli_unknown_device_is_a_usage_error(checkpoint, tmp_path, capsys):
     error = capsys.readouterr().err.splitlines()[-1]
     assert error.startswith("transformer-attention: error: --device 'foo' is")
     assert not (tmp_path / "m.json").exists()
+
+
+@pytest.mark.parametrize(  # (--output checkpoint.pt is refused as a format: .pt is no image)
+    ("option", "through_a_link"), [("--json", False), ("--json", True), ("--output", True)]
+)
+def test_an_output_never_replaces_the_checkpoint(
+    checkpoint, tmp_path, capsys, option, through_a_link
+):
+    before = checkpoint.read_bytes()
+    target = checkpoint
+    if through_a_link:
+        target = tmp_path / "map.png"
+        target.symlink_to(checkpoint)
+    argv = ["--checkpoint", str(checkpoint), "--src", SHORT, option, str(target)]
+    assert main(argv) == 1
+    (error,) = capsys.readouterr().err.splitlines()
+    assert error.startswith(f"transformer-attention: error: {option} {target} is also an input")
+    assert checkpoint.read_bytes() == before
+
+
+def test_json_and_output_naming_one_file_is_a_usage_error(checkpoint, tmp_path, capsys):
+    same = str(tmp_path / "map.png")
+    argv = ["--checkpoint", str(checkpoint), "--src", SHORT, "--json", same, "--output", same]
+    assert main(argv) == 2
+    assert "--output and --json name the same file" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_image_format_matplotlib_lacks_fails_before_the_model_loads(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    never = str(tmp_path / "never-read.pt")
+    assert main(["--checkpoint", never, "--src", SHORT, "--output", str(tmp_path / "m.txt")]) == 2
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error.startswith(f"transformer-attention: error: --output {tmp_path / 'm.txt'}: ")
+    assert "cannot write .txt images" in error and ".png" in error and ".svg" in error
+
+
+def test_a_dangling_link_as_output_fails_before_the_model_loads(tmp_path, capsys):
+    link = tmp_path / "m.json"
+    link.symlink_to(tmp_path / "missing" / "m.json")
+    never = str(tmp_path / "never-read.pt")
+    assert main(["--checkpoint", never, "--src", SHORT, "--json", str(link)]) == 1
+    (error,) = capsys.readouterr().err.splitlines()
+    assert error.startswith(f"transformer-attention: error: --json {link} is a symbolic link")

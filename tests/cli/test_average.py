@@ -6,9 +6,11 @@ model's weights have a closed form; the averaging itself is tested in tests/trai
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from transformer.checkpoint import load_checkpoint, read_checkpoint
+from transformer.cli import average as cli_average
 from transformer.cli.average import main
 
 
@@ -66,3 +68,15 @@ def test_output_never_replaces_an_input_or_a_training_checkpoint(
         assert "a name training writes and resumes from" in capsys.readouterr().err
         assert not (tmp_path / name).exists()
     assert {p: p.read_bytes() for p in (a, b)} == before
+
+
+def test_a_dangling_link_as_output_is_refused_before_averaging(
+    tmp_path, write_filled_checkpoint, capsys, monkeypatch
+):
+    a = write_filled_checkpoint(tmp_path / "a.pt", 1.0, 1)
+    link = tmp_path / "avg.pt"
+    link.symlink_to(tmp_path / "missing" / "avg.pt")
+    monkeypatch.setattr(cli_average, "average_checkpoints", lambda p: pytest.fail("averaged"))
+    assert main(["--inputs", str(a), "--output", str(link)]) == 1
+    (error,) = capsys.readouterr().err.splitlines()
+    assert error.startswith(f"transformer-average: error: --output {link} is a symbolic link")

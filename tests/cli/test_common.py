@@ -8,12 +8,22 @@ and one line after Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from transformer.cli import attention, average, evaluate, train, translate
-from transformer.cli.common import UsageError, decoding_config, one_line, run
+from transformer.cli.common import (
+    UsageError,
+    check_distinct_outputs,
+    check_output_path,
+    decoding_config,
+    one_line,
+    run,
+    warn_capped_lines,
+)
 
 TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny.yaml"
 
@@ -116,3 +126,92 @@ def test_decoding_options_are_named_as_on_the_command_line():
 
 def test_one_line():
     assert one_line("a\nb\r\nc") == "a b c"
+
+
+def test_a_usage_error_is_printed_on_one_line(capsys):
+    def work(args):
+        raise UsageError("c.yaml: invalid YAML: expected ']'\n  in line 1\n    ^")
+
+    assert run(_parser(), work, []) == 2
+    usage, error = capsys.readouterr().err.splitlines()
+    assert usage.startswith("usage: tool")
+    assert error == "tool: error: c.yaml: invalid YAML: expected ']'   in line 1     ^"
+
+
+# For each command, a command line whose file option is the empty string (not "not given").
+EMPTY_FILE_NAMES = [
+    (train.main, ["--config", ""], "--config"),
+    (average.main, ["--inputs", "", "--output", "{tmp}/avg.pt"], "--inputs"),
+    (average.main, ["--last", "1", "--dir", "", "--output", "{tmp}/avg.pt"], "--dir"),
+    (average.main, ["--inputs", "{tmp}/a.pt", "--output", ""], "--output"),
+    (translate.main, ["--checkpoint", "{tmp}/c.pt", "--input", ""], "--input"),
+    (translate.main, ["--checkpoint", "{tmp}/c.pt", "--output", ""], "--output"),
+    (evaluate.main, ["--hyp", "", "--ref", "{tmp}/r.de"], "--hyp"),
+    (evaluate.main, ["--hyp", "{tmp}/h.de", "--ref", "{tmp}/r.de", "--json", ""], "--json"),
+    (evaluate.main, ["--checkpoint", "{tmp}/c.pt", "--src", "", "--ref", "r"], "--src"),
+    (evaluate.main, ["--hyp", "{tmp}/h.de", "--ref", "r", "--output-dir", ""], "--output-dir"),
+    (attention.main, ["--checkpoint", "{tmp}/c.pt", "--src", "a", "--json", ""], "--json"),
+    (attention.main, ["--checkpoint", "", "--src", "a", "--json", "{tmp}/m.json"], "--checkpoint"),
+]
+
+
+@pytest.mark.parametrize(("main", "argv", "flag"), EMPTY_FILE_NAMES)
+def test_an_empty_file_name_is_a_usage_error(tmp_path, capsys, main, argv, flag):
+    assert main([arg.format(tmp=tmp_path) for arg in argv]) == 2
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error.endswith(f"error: argument {flag}: an empty string is not a file name")
+    assert list(tmp_path.iterdir()) == []
+
+
+def _translator(max_positions: int):
+    """What `warn_capped_lines` uses of a Translator: one token per word."""
+    config = SimpleNamespace(max_positions=max_positions)
+    tokenizer = SimpleNamespace(encode_batch=lambda lines: [line.split() for line in lines])
+    return SimpleNamespace(model=SimpleNamespace(config=config), tokenizer=tokenizer)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "warned"),
+    [
+        (1.0, 5, None),  # 3 + 5 = 8 = max_positions: not capped
+        (1.5, 4, None),  # floor(8.5) = 8, the decoder's limit: not capped
+        (2.0, 3, "9"),
+        (1e300, 0, "3e+300"),
+        (1e308, 50, "inf"),  # a * S overflows the float range
+    ],
+)
+def test_warn_capped_lines_for_any_finite_a_and_b(capsys, a, b, warned):
+    settings = {"max_len_a": a, "max_len_b": b}
+    warn_capped_lines("tool", _translator(8), ["x y z", ""], settings)
+    lines = capsys.readouterr().err.splitlines()
+    if warned is None:
+        assert lines == []
+    else:
+        (line,) = lines
+        assert line.startswith("tool: warning: line 1 has 3 source tokens")
+        assert f"limited to max_positions (8) tokens instead of {warned} " in line
+
+
+def test_output_paths_through_dangling_links_are_refused(tmp_path):
+    into_nothing = tmp_path / "out.txt"
+    into_nothing.symlink_to(tmp_path / "missing" / "out.txt")
+    with pytest.raises(ValueError, match=r"^--output .*out.txt is a symbolic link to .*missing"):
+        check_output_path(into_nothing, [], "--output")
+    directory = tmp_path / "run"
+    directory.symlink_to(tmp_path / "gone")
+    with pytest.raises(ValueError, match=r"^--json .*run/x.json: .*run is a symbolic link to "):
+        check_output_path(directory / "x.json", [], "--json")
+    fine = tmp_path / "fine.txt"  # a dangling link into an existing directory is written through
+    fine.symlink_to(tmp_path / "target.txt")
+    assert check_output_path(fine, [], "--output") == fine
+
+
+def test_two_outputs_naming_one_file_are_refused(tmp_path):
+    (tmp_path / "a.json").write_text("{}")
+    (tmp_path / "link.json").symlink_to(tmp_path / "a.json")
+    os.link(tmp_path / "a.json", tmp_path / "hard.json")
+    for other in ("a.json", "./a.json", "link.json", "hard.json", "sub/../a.json"):
+        outputs = [(tmp_path / "a.json", "--output"), (None, "--hyp"), (tmp_path / other, "--json")]
+        with pytest.raises(UsageError, match=r"^--output and --json name the same file"):
+            check_distinct_outputs(outputs)
+    check_distinct_outputs([(tmp_path / "a.json", "--output"), (tmp_path / "b", "--json")])

@@ -197,3 +197,27 @@ def test_outputs_checked_first(
     assert "--hyp-out" in capsys.readouterr().err and src.read_bytes() == before
     assert main(args + ["--hyp-out", str(tmp_path / "h"), "--json", str(tmp_path / "h")]) == 2
     assert "name the same file" in capsys.readouterr().err
+
+
+def test_an_output_dir_that_is_a_dangling_link_is_refused_before_scoring(tmp_path, capsys):
+    hyp = write_lines(tmp_path / "hyp.de", HYPS)
+    ref = write_lines(tmp_path / "ref.de", REFS)
+    out = tmp_path / "out"
+    out.symlink_to(tmp_path / "gone")
+    assert main(["--hyp", str(hyp), "--ref", str(ref), "--output-dir", str(out)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing scored
+    (error,) = captured.err.splitlines()
+    assert error.startswith(f"transformer-evaluate: error: --json {out / 'hyp.de.json'}: ")
+    assert f"{out} is a symbolic link to {tmp_path / 'gone'}, which does not exist" in error
+
+
+def test_hyp_out_and_json_through_a_link_are_one_file(tmp_path, capsys):
+    hyp = write_lines(tmp_path / "hyp.de", HYPS)
+    ref = write_lines(tmp_path / "ref.de", REFS)
+    (tmp_path / "scores.json").write_text("{}")
+    (tmp_path / "link.json").symlink_to(tmp_path / "scores.json")
+    argv = ["--hyp", str(hyp), "--ref", str(ref), "--json", str(tmp_path / "scores.json")]
+    assert main([*argv, "--hyp-out", str(tmp_path / "link.json")]) == 2
+    assert "--hyp-out and --json name the same file" in capsys.readouterr().err
+    assert (tmp_path / "scores.json").read_text() == "{}"

@@ -3,6 +3,7 @@ slice of Multi30k (CPU, seconds)."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from transformer.checkpoint import read_checkpoint
@@ -62,3 +63,22 @@ def test_output_dir_under_a_regular_file_names_train_output_dir(tmp_path, tiny_r
     error = capsys.readouterr().err.strip()
     assert error.startswith("transformer-train: error: train.output_dir")
     assert "cannot be created" in error and "\n" not in error
+
+
+@pytest.mark.parametrize("override", ["train.max_steps=[1", "train.max_steps=@x"])
+def test_an_override_that_is_not_yaml_is_a_one_line_usage_error(tiny_run, capsys, override):
+    assert main(["--config", str(tiny_run.config_path), override]) == 2
+    usage, *_, error = capsys.readouterr().err.splitlines()
+    assert usage.startswith("usage: transformer-train")
+    assert error.startswith(f"transformer-train: error: command-line override '{override}': ")
+    assert "not valid YAML" in error
+
+
+def test_an_invalid_yaml_config_is_a_one_line_usage_error(tmp_path, capsys):
+    config = tmp_path / "bad.yaml"
+    config.write_text("train:\n  max_steps: [1\n")
+    assert main(["--config", str(config)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("usage: transformer-train")
+    assert lines[-1].startswith(f"transformer-train: error: {config}: invalid YAML: ")
+    assert lines[-1].endswith("(line 3, column 1)")  # where the problem is, on the same line

@@ -174,3 +174,28 @@ def test_a_hard_link_to_the_input_is_refused_as_output(checkpoint, tmp_path, cap
     assert main(argv) == 1
     assert "also an input" in capsys.readouterr().err
     assert source.read_text(encoding="utf-8") == "a man.\n"
+
+
+def test_the_file_read_from_stdin_is_refused_as_output(checkpoint, tmp_path, capsys, monkeypatch):
+    source = tmp_path / "src.txt"
+    source.write_text("a man.\n", encoding="utf-8")
+    with open(source, encoding="utf-8") as stdin:  # `--output src.txt < src.txt`
+        monkeypatch.setattr(sys, "stdin", stdin)
+        assert main(["--checkpoint", str(checkpoint), "--output", str(source)]) == 1
+    (error,) = capsys.readouterr().err.splitlines()
+    assert error.startswith(f"transformer-translate: error: --output {source} is also the input")
+    assert "stdin" in error and source.read_text(encoding="utf-8") == "a man.\n"
+
+
+def test_a_dangling_link_as_output_is_refused_before_translating(
+    checkpoint, tmp_path, capsys, monkeypatch
+):
+    source = tmp_path / "src.txt"
+    source.write_text("a man.\n", encoding="utf-8")
+    link = tmp_path / "out.txt"
+    link.symlink_to(tmp_path / "missing" / "out.txt")
+    monkeypatch.setattr(Translator, "translate", lambda *a, **k: pytest.fail("translated"))
+    argv = ["--checkpoint", str(checkpoint), "--input", str(source), "--output", str(link)]
+    assert main(argv) == 1
+    error = capsys.readouterr().err
+    assert error.startswith(f"transformer-translate: error: --output {link} is a symbolic link")

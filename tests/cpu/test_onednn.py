@@ -162,6 +162,23 @@ def test_context_restores_plain_layers_also_on_an_exception(make_model):
         assert type(model.output_projection) is nn.Linear
 
 
+@pytest.mark.parametrize("enabled", [True, False])
+def test_context_gives_the_asked_kernel_whatever_the_model_had_and_restores_it(make_model, enabled):
+    model = make_model(50)
+    layers = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    swap_linear_layers(nn.Sequential(*layers[::2]))  # a model with both kinds of layer
+    before = [type(m) for m in layers]
+    assert set(before) == {nn.Linear, OneDNNLinear}
+    wanted = OneDNNLinear if enabled else nn.Linear
+    with pytest.raises(KeyboardInterrupt), onednn_linear_layers(model, enabled=enabled):
+        assert all(type(m) is wanted for m in layers)
+        raise KeyboardInterrupt
+    assert [type(m) for m in layers] == before
+    with onednn_linear_layers(model, enabled=enabled):
+        pass
+    assert [type(m) for m in layers] == before
+
+
 def test_policy(monkeypatch):
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert not use_onednn("torch", cpu)
@@ -286,6 +303,29 @@ def test_translator_swaps_for_the_call_only(monkeypatch, tiny_model, tiny_tokeni
     assert all(type(m) is nn.Linear for m in tiny_model.modules() if isinstance(m, nn.Linear))
     with pytest.raises(ValueError, match="linear kernel .'mkl'. must be one of"):
         Translator(tiny_model, tiny_tokenizer, linear_kernel="mkl")
+
+
+def test_translator_with_the_torch_kernel_computes_without_onednn_on_a_swapped_model(
+    monkeypatch, tiny_model, tiny_tokenizer
+):
+    from transformer.decode.translator import Translator
+
+    seen = []
+    real_forward = OneDNNLinear.forward
+
+    def spy(self, x):
+        seen.append(type(self))
+        return real_forward(self, x)
+
+    monkeypatch.setattr(OneDNNLinear, "forward", spy)
+    expected = Translator(tiny_model, tiny_tokenizer, linear_kernel="torch").translate(
+        ["A man is riding a horse."], beam_size=2
+    )
+    swapped = swap_linear_layers(tiny_model)  # as the trainer leaves its model
+    translator = Translator(tiny_model, tiny_tokenizer, linear_kernel="torch")
+    assert translator.translate(["A man is riding a horse."], beam_size=2) == expected
+    assert seen == []
+    assert all(type(m) is OneDNNLinear for m in swapped)  # given back as it was
 
 
 def test_older_checkpoints_with_a_model_linear_kernel_still_load(

@@ -37,9 +37,16 @@ def test_the_smallest_vocabulary_holds_the_four_special_tokens_and_a_character()
         (dict(spm_input_sentence_size=0), r"spm_input_sentence_size \(0\)"),
         (dict(spm_character_coverage=0.0), r"spm_character_coverage \(0\.0\)"),
         (dict(spm_character_coverage=1.5), r"spm_character_coverage \(1\.5\)"),
-        (dict(max_len_ratio=0.5), r"max_len_ratio \(0\.5\) must be at least 1"),
+        (dict(max_len_ratio=0.5), r"^data\.max_len_ratio \(0\.5\) must be a finite number >= 1"),
+        (dict(max_len_ratio=float("nan")), r"^data\.max_len_ratio \(nan\) must be a finite number"),
+        (dict(max_len_ratio=float("inf")), r"^data\.max_len_ratio \(inf\) must be a finite number"),
     ],
 )
 def test_bad_values_name_the_field_and_the_value(kwargs, message):
     with pytest.raises(ValueError, match=message):
         DataConfig(**kwargs)
+
+
+@pytest.mark.parametrize("ratio", [None, 1, 1.0, 1.5, 1e300])
+def test_a_finite_length_ratio_of_at_least_one_or_null_is_kept(ratio):
+    assert DataConfig(max_len_ratio=ratio).max_len_ratio == ratio

@@ -6,11 +6,13 @@ The same messages reach users of the YAML config (below), of `Translator`
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from transformer.cli.common import add_decoding_arguments
 from transformer.config import config_from_dict
-from transformer.decode.config import LENGTH_PENALTY_STYLES, DecodeConfig
+from transformer.decode.config import LENGTH_PENALTY_STYLES, MAX_LENGTH_PENALTY, DecodeConfig
 
 
 def test_defaults_are_the_papers_section_6_1():
@@ -35,6 +37,11 @@ def test_defaults_are_the_papers_section_6_1():
         (dict(length_penalty="0.6"), r"decode\.length_penalty \('0\.6'\) must be a number"),
         (dict(max_len_a=float("nan")), r"decode\.max_len_a \(nan\) must be a finite number >= 0"),
         (dict(length_penalty_style="avg"), r"decode\.length_penalty_style \('avg'\) must be one"),
+        (dict(length_penalty=400.0), r"^decode\.length_penalty \(400\.0\) must be at most 10 "),
+        (dict(length_penalty=10**400), r"^decode\.length_penalty \(1000.*\) must be a finite"),
+        (dict(max_len_b=2**31 + 1), r"^decode\.max_len_b \(2147483649\) must be at most 2\*\*31$"),
+        (dict(max_len_b=10**400), r"^decode\.max_len_b \(1000.*\) must be at most 2\*\*31$"),
+        (dict(max_len_a=10**400), r"^decode\.max_len_a \(1000.*\) must be a finite number >= 0"),
     ],
 )
 def test_bad_values_name_the_key_and_the_value(kwargs, message):
@@ -50,14 +57,25 @@ def test_bad_values_name_the_key_and_the_value(kwargs, message):
         ("length_penalty", -0.1),
         ("length_penalty", float("nan")),
         ("length_penalty", float("inf")),
+        ("length_penalty", 400.0),
         ("length_penalty_style", "linear"),
         ("max_len_a", -1.0),
         ("max_len_b", -1),
+        ("max_len_b", 2**63),
     ],
 )
 def test_out_of_range_decode_values_name_the_key(key, value):
     with pytest.raises(ValueError, match=rf"decode\.{key}"):
         config_from_dict({"decode": {key: value}})
+
+
+def test_the_bounds_themselves_are_accepted_and_keep_the_length_penalty_finite():
+    from transformer.decode.search import length_penalty
+
+    decode = DecodeConfig(length_penalty=MAX_LENGTH_PENALTY, max_len_b=2**31, max_len_a=2**70)
+    assert (decode.length_penalty, decode.max_len_b) == (10.0, 2**31)
+    for style in LENGTH_PENALTY_STYLES:  # the longest output any int64 length can name
+        assert math.isfinite(length_penalty(2**63, decode.length_penalty, style))
 
 
 def test_nbest_must_fit_in_the_beam():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from transformer.cpu import onednn
 from transformer.decode.beam_search import beam_search
 from transformer.decode.greedy import greedy_search
 from transformer.decode.translator import Translator, length_sorted_batches
@@ -171,3 +172,52 @@ def test_unknown_device_is_named(translation_model, synthetic_tokenizer):
 def test_non_string_sentences_are_named(translation_model, synthetic_tokenizer):
     with pytest.raises(ValueError, match=r"sentences\[1\] is a int, not a string: 5"):
         Translator(translation_model, synthetic_tokenizer).translate(["a man .", 5])
+
+
+@pytest.mark.parametrize(
+    "sentences, kind",
+    [
+        (None, "NoneType"),
+        ((s for s in ["a man ."]), "generator"),
+        ({"a man ."}, "set"),
+        (b"a", "bytes"),
+    ],
+)
+def test_input_other_than_a_list_or_tuple_of_strings_is_named(
+    translation_model, synthetic_tokenizer, sentences, kind
+):
+    translator = Translator(translation_model, synthetic_tokenizer)
+    message = rf"^sentences must be a list or tuple of strings, not {kind}$"
+    with pytest.raises(ValueError, match=message):
+        translator.translate(sentences)
+    with pytest.raises(ValueError, match=message):
+        translator.translate_nbest(sentences, nbest=1)
+
+
+def test_a_tuple_translates_like_the_list(
+    translation_model, synthetic_tokenizer, synthetic_sentences
+):
+    sentences = synthetic_sentences(4, seed=3)
+    translator = Translator(translation_model, synthetic_tokenizer)
+    expected = translator.translate(sentences, beam_size=2, max_len_b=8)
+    assert translator.translate(tuple(sentences), beam_size=2, max_len_b=8) == expected
+
+
+@pytest.mark.parametrize("flag, value", [("greedy", "no"), ("greedy", 1), ("progress", "no")])
+def test_flags_must_be_bools(translation_model, synthetic_tokenizer, flag, value):
+    translator = Translator(translation_model, synthetic_tokenizer)
+    with pytest.raises(ValueError, match=rf"^{flag} \({value!r}\) must be True or False$"):
+        translator.translate(["a man ."], **{flag: value})
+
+
+@pytest.mark.parametrize("dtype, name", [(torch.bfloat16, "bf16"), (torch.float16, "fp16")])
+def test_translator_refuses_onednn_for_a_half_precision_model(
+    monkeypatch, tiny_model, tiny_tokenizer, dtype, name
+):
+    monkeypatch.setattr(onednn, "onednn_available", lambda: True)  # refused for the dtype alone
+    model = tiny_model.to(dtype)
+    with pytest.raises(ValueError, match=rf"^linear kernel 'onednn' .* runs in {name} on cpu"):
+        Translator(model, tiny_tokenizer, linear_kernel="onednn")
+    monkeypatch.setattr(onednn, "x86_64", lambda: True)
+    assert not Translator(model, tiny_tokenizer).onednn  # "auto" leaves it to torch
+    assert Translator(tiny_model.float(), tiny_tokenizer, linear_kernel="onednn").onednn

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from transformer.evaluate.attention_maps import attention_weights
-from transformer.evaluate.plot import AXIS_NAMES, draw_attention
+from transformer.evaluate.plot import AXIS_NAMES, draw_attention, image_format
 
 needs_matplotlib = pytest.mark.skipif(
     importlib.util.find_spec("matplotlib") is None, reason="needs matplotlib (the viz extra)"
@@ -114,3 +114,15 @@ def test_without_matplotlib_says_how_to_install(tiny_model, tiny_tokenizer, monk
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     with pytest.raises(ImportError, match="pip install matplotlib"):
         draw_attention(maps)
+
+
+@needs_matplotlib
+def test_image_format_is_the_suffix_matplotlib_writes():
+    assert [image_format(name) for name in ("m.png", "m.SVG", "m.pdf", "m")] == [
+        "png",
+        "svg",
+        "pdf",
+        "png",
+    ]
+    with pytest.raises(ValueError, match=r"^m\.txt: matplotlib cannot write \.txt images; give"):
+        image_format("m.txt")

@@ -28,12 +28,29 @@ def test_defaults_are_the_papers_recipe():
         ("train.weight_decay=-0.1", "train.weight_decay"),
         ("train.adam_betas=[0.9,2.0]", "train.adam_betas"),
         ("train.seed=-1", "train.seed"),
+        ("train.seed=99999999999999999999999", "train.seed"),
+        ("train.seed=9223372036854775808", "train.seed"),  # 2**63
+        ("train.num_threads=100000", "train.num_threads"),
         ("train.lr_scale=.inf", "train.lr_scale"),
     ],
 )
 def test_out_of_range_train_values_name_the_key(override, key):
     with pytest.raises(ValueError, match=key.replace(".", r"\.")):
         config_from_dict({}, [override])
+
+
+def test_seed_and_thread_bounds_are_one_line_errors_and_the_bounds_themselves_run():
+    import torch
+
+    with pytest.raises(
+        ValueError, match=r"^train\.seed \(9223372036854775808\) must be in \[0, 2\*\*63\)$"
+    ):
+        TrainConfig(seed=2**63)
+    with pytest.raises(ValueError, match=r"^train\.num_threads \(1025\) must be at most 1024$"):
+        TrainConfig(num_threads=1025)
+    largest = TrainConfig(seed=2**63 - 1, num_threads=1024)
+    torch.manual_seed(largest.seed)  # the largest seed is one torch takes
+    torch.Generator().manual_seed(largest.seed)
 
 
 @pytest.mark.parametrize("world_size", [1, 2, 3, 8])

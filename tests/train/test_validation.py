@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 
 from transformer.config import Config
+from transformer.cpu import onednn
+from transformer.cpu.onednn import OneDNNLinear
 from transformer.data.batching import BatchIterator
 from transformer.data.corpus import ParallelText
 from transformer.data.dataset import encode_corpus
@@ -80,7 +82,9 @@ def test_loss_nll_and_perplexity_are_per_real_target_token(translation_model, pa
 def test_bleu_is_sacrebleu_of_greedy_decoding(translation_model, synthetic_tokenizer, pairs):
     src, ref, _ = pairs
     decode = DecodeConfig(max_len_b=6)
-    scores = validation_bleu(translation_model, synthetic_tokenizer, src, ref, "en", CPU, decode)
+    scores = validation_bleu(
+        translation_model, synthetic_tokenizer, src, ref, "en", CPU, decode, "auto"
+    )
     hyps = []
     for sentence in src:
         ids = torch.tensor([synthetic_tokenizer.encode(sentence)])
@@ -128,8 +132,30 @@ def test_validate_reports_the_loss_and_bleu_of_the_validation_pairs(
         "de",
         CPU,
         DecodeConfig(max_len_b=6),
+        "auto",
     )
     assert metrics == pytest.approx({**loss, **bleu})
+
+
+@pytest.mark.parametrize("kernel", ["torch", "auto"])
+def test_validation_decodes_with_the_runs_linear_kernel(
+    translation_model, synthetic_tokenizer, pairs, tmp_path, monkeypatch, kernel
+):
+    monkeypatch.setattr(onednn, "x86_64", lambda: True)  # where "auto" means oneDNN
+    seen = []
+    real_forward = OneDNNLinear.forward
+
+    def spy(self, x):
+        seen.append(type(self))
+        return real_forward(self, x)
+
+    monkeypatch.setattr(OneDNNLinear, "forward", spy)
+    validator = _validator(
+        pairs, synthetic_tokenizer, tmp_path, valid_bleu_sentences=5, linear_kernel=kernel
+    )
+    metrics = validator.validate(translation_model)
+    assert "bleu" in metrics
+    assert bool(seen) == (kernel == "auto" and onednn.onednn_available())
 
 
 def test_best_and_early_stopping_counters(translation_model, synthetic_tokenizer, pairs, tmp_path):

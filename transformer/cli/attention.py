@@ -9,9 +9,10 @@ heatmaps with the subword tokens as axis labels, one panel per head or their ave
 Figures 3 to 5 of the paper. `--json` writes the raw weights of all layers and heads for
 notebooks. Layers and heads are 0-based. Drawing needs matplotlib (`pip install -e '.[viz]'`
 in a clone); `--json` alone does
-not. `--json` is written atomically (`transformer.atomic`). Exit status: the rule of
-`transformer.cli.common` (0 ok, 2 wrong command line, 1 the work could not be done, 130
-interrupted).
+not. Both files are written atomically (`transformer.atomic`), and checked before the model
+loads: neither may be the checkpoint or the other, and `--output`'s suffix must be a format
+matplotlib writes (png, svg, pdf, ...). Exit status: the rule of `transformer.cli.common` (0 ok,
+2 wrong command line, 1 the work could not be done, 130 interrupted).
 """
 
 from __future__ import annotations
@@ -22,9 +23,17 @@ import sys
 from pathlib import Path
 
 from transformer.atomic import atomic_write_text
-from transformer.cli.common import UsageError, decoding_config, device_option, run
+from transformer.cli.common import (
+    UsageError,
+    check_distinct_outputs,
+    check_output_path,
+    decoding_config,
+    device_option,
+    file_name,
+    run,
+)
 from transformer.evaluate.attention_maps import KINDS, attention_weights
-from transformer.evaluate.plot import VIZ_INSTALL_HINT, draw_attention
+from transformer.evaluate.plot import draw_attention, image_format
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="transformer-attention",
         description="Draw the attention weights a checkpoint uses on one sentence pair.",
     )
-    parser.add_argument("--checkpoint", required=True, type=Path, help="checkpoint file (.pt)")
+    parser.add_argument("--checkpoint", required=True, type=file_name, help="checkpoint file (.pt)")
     parser.add_argument("--src", required=True, help="source sentence")
     parser.add_argument(
         "--tgt", default=None, help="target sentence to force-decode (default: translate --src)"
@@ -64,9 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="beam for translating (1 = greedy; default: the checkpoint's decode.beam_size)",
     )
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (default: cpu)")
-    parser.add_argument("--output", type=Path, default=None, help="image to write, e.g. map.png")
     parser.add_argument(
-        "--json", type=Path, default=None, help="write all layers' and heads' weights as JSON"
+        "--output", type=file_name, help="image to write; its suffix is the format (map.png)"
+    )
+    parser.add_argument(
+        "--json", type=file_name, help="write all layers' and heads' weights as JSON"
     )
     return parser
 
@@ -76,10 +87,12 @@ def main(argv: list[str] | None = None) -> int:
 
     Returns:
         The exit status, by the rule of `transformer.cli.common`: 0 on success; 2 for a wrong
-        command line (no --output or --json, --beam-size below 1, a --layer or --head out of
+        command line (no --output or --json, an --output format matplotlib cannot write,
+        --output and --json naming one file, --beam-size below 1, a --layer or --head out of
         range for the model, an unknown --device); 1 after a one-line
         `transformer-attention: error: ...` when the work cannot be done (matplotlib missing
-        for --output, a missing or invalid checkpoint, an unusable --src / --tgt).
+        for --output, an output that would overwrite the checkpoint or cannot be written as a
+        file, a missing or invalid checkpoint, an unusable --src / --tgt).
     """
     return run(build_parser(), _draw, argv)
 
@@ -89,11 +102,18 @@ def _draw(args: argparse.Namespace) -> None:
     if args.output is None and args.json is None:
         raise UsageError("give --output FILE.png, --json FILE, or both")
     decoding_config(args)  # --beam-size alone, before the model loads
-    if args.output is not None:
+    if args.output is not None:  # fail before loading the model
         try:
-            import matplotlib  # noqa: F401  (fail before loading the model)
-        except ImportError:
-            raise ValueError(VIZ_INSTALL_HINT) from None
+            image_format(args.output)
+        except ImportError as error:  # says how to install matplotlib
+            raise ValueError(str(error)) from None
+        except ValueError as error:
+            raise UsageError(f"--output {error}") from None
+    outputs = [(args.output, "--output"), (args.json, "--json")]
+    check_distinct_outputs(outputs)
+    for path, flag in outputs:
+        if path is not None:
+            check_output_path(path, [args.checkpoint], flag)
     device = device_option(args.device)
 
     from transformer.checkpoint import load_checkpoint
@@ -108,11 +128,11 @@ def _draw(args: argparse.Namespace) -> None:
     if maps.target is not None:
         print(f"target: {maps.target}" + ("" if args.tgt is not None else "  (translated)"))
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(args.json, json.dumps(maps.to_dict(), ensure_ascii=False))
         print(f"wrote {args.json}")
     if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         draw_attention(maps, args.layer, args.head, args.average_heads, args.output)
         print(f"wrote {args.output}")
 

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from transformer.checkpoint import save_checkpoint
-from transformer.cli.common import UsageError, check_output_path, run
+from transformer.cli.common import UsageError, check_output_path, file_name, run
 from transformer.train.average import average_checkpoints, last_checkpoints
 
 
@@ -28,10 +28,16 @@ def build_parser() -> argparse.ArgumentParser:
         description="Average the weights of checkpoints (Vaswani et al., 2017, section 6.1).",
     )
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--inputs", nargs="+", metavar="CKPT", help="checkpoints to average")
+    source.add_argument(
+        "--inputs", nargs="+", type=file_name, metavar="CKPT", help="checkpoints to average"
+    )
     source.add_argument("--last", type=int, metavar="N", help="the N newest checkpoints of --dir")
-    parser.add_argument("--dir", metavar="RUN_DIR", help="run directory (with --last)")
-    parser.add_argument("--output", required=True, help="where to write the averaged checkpoint")
+    parser.add_argument(
+        "--dir", type=file_name, metavar="RUN_DIR", help="run directory (with --last)"
+    )
+    parser.add_argument(
+        "--output", required=True, type=file_name, help="where to write the averaged checkpoint"
+    )
     return parser
 
 

@@ -5,8 +5,9 @@ Exit status of every command (`run`, which every `main` calls):
 - 0 on success;
 - 2 when the command line itself is wrong: argparse's own errors, an option value out of range
   or at odds with another option or with the model it names (`--beam-size 0`, `--nbest 5` with
-  a beam of 4, `--layer 9` of a 6-layer model), an invalid config file, key or override, an
-  unknown or absent `--device`. Printed as argparse prints its errors: the usage line, then
+  a beam of 4, `--layer 9` of a 6-layer model), an empty file name (`--output ""`), two
+  outputs naming one file, an invalid config file, key or override, an unknown or absent
+  `--device`. Printed as argparse prints its errors: the usage line, then one line
   `PROG: error: ...`. The commands raise `UsageError` for these;
 - 1 when the command could not do its work: a missing or unreadable input file, an output that
   cannot be written or would overwrite an input, a bad checkpoint, a failed download, a
@@ -63,7 +64,7 @@ def run(
         work(args)
     except UsageError as error:
         parser.print_usage(sys.stderr)  # as parser.error() does, but returning the status
-        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        print(f"{parser.prog}: error: {one_line(str(error))}", file=sys.stderr)
         return 2
     except (ValueError, OSError, FloatingPointError) as error:
         print(f"{parser.prog}: error: {one_line(str(error))}", file=sys.stderr)
@@ -86,6 +87,18 @@ def device_option(value: str) -> torch.device:
         raise UsageError(str(error)) from None
 
 
+def file_name(value: str) -> str:
+    """argparse `type` of every file option: refuses the empty string, which would otherwise
+    read as the option not given (`--output ""` writing stdout) or as the current directory.
+
+    Raises:
+        argparse.ArgumentTypeError: for "" (argparse prints it naming the option; status 2).
+    """
+    if value == "":
+        raise argparse.ArgumentTypeError("an empty string is not a file name")
+    return value
+
+
 def check_output_path(path: str | Path, inputs: list, flag: str) -> Path:
     """Refuse an output file that would overwrite an input or cannot be written as a file.
 
@@ -101,15 +114,28 @@ def check_output_path(path: str | Path, inputs: list, flag: str) -> Path:
         `path` as a Path.
 
     Raises:
-        ValueError: when `path` is an existing directory, sits under an existing file, or is
-            the same file as one of `inputs`.
+        ValueError: when `path` is an existing directory, sits under an existing file or under
+            a symbolic link to nothing, is a symbolic link into a missing directory, or is the
+            same file as one of `inputs`.
     """
     out = Path(path)
     if out.is_dir():
         raise ValueError(f"{flag} {out} is a directory; give a file name")
-    blocking = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
-    if blocking is not None:
-        raise ValueError(f"{flag} {out}: {blocking} is a file, not a directory")
+    for parent in out.parents:  # the nearest first; the command creates the missing ones
+        if parent.is_symlink() and not parent.exists():
+            raise ValueError(
+                f"{flag} {out}: {parent} is a symbolic link to {os.readlink(parent)}, "
+                "which does not exist"
+            )
+        if parent.exists() and not parent.is_dir():
+            raise ValueError(f"{flag} {out}: {parent} is a file, not a directory")
+    if out.is_symlink() and not out.exists():  # written through: the target's directory
+        target = Path(os.path.realpath(out))
+        if not target.parent.is_dir():
+            raise ValueError(
+                f"{flag} {out} is a symbolic link to {target}, whose directory "
+                f"{target.parent} does not exist"
+            )
     for given in inputs:
         if given is not None and out.exists() and Path(given).exists():
             if os.path.samefile(out, given):  # also catches symbolic and hard links
@@ -118,6 +144,26 @@ def check_output_path(path: str | Path, inputs: list, flag: str) -> Path:
                     "it would be overwritten"
                 )
     return out
+
+
+def check_distinct_outputs(outputs: list[tuple[Path | None, str]]) -> None:
+    """Refuse two outputs of one command that are the same file (also through `./`, a
+    symbolic or a hard link): one would overwrite the other.
+
+    Args:
+        outputs: (path, option) pairs; a None path is not written and is skipped.
+
+    Raises:
+        UsageError: naming both options and the file.
+    """
+    given = [(Path(path), flag) for path, flag in outputs if path is not None]
+    for index, (first, first_flag) in enumerate(given):
+        for second, second_flag in given[index + 1 :]:
+            same = os.path.realpath(first) == os.path.realpath(second) or (
+                first.exists() and second.exists() and os.path.samefile(first, second)
+            )
+            if same:
+                raise UsageError(f"{first_flag} and {second_flag} name the same file ({first})")
 
 
 DECODE_OPTIONS = tuple(field.name for field in dataclasses.fields(DecodeConfig))
@@ -188,15 +234,17 @@ def warn_capped_lines(prog: str, translator, lines: list[str], settings: dict) -
 
     The decoder stops at `model.config.max_positions` tokens (see `transformer.decode.search`),
     so the translation of such a line is cut if it would be longer; this says which line.
+    The limit is a float, `inf` when a * S overflows (`--max-len-a 1e308`).
     """
     cap = translator.model.config.max_positions
     a, b = settings["max_len_a"], settings["max_len_b"]
     for number, ids in enumerate(translator.tokenizer.encode_batch(lines), start=1):
-        limit = math.floor(a * len(ids) + b)
-        if ids and limit > cap:
+        limit = a * len(ids) + b
+        if ids and limit >= cap + 1:  # the decoder's limit floor(a * S + b) is above the cap
+            shown = math.floor(limit) if math.isfinite(limit) else limit
             print(
                 f"{prog}: warning: line {number} has {len(ids)} source tokens; its translation "
-                f"is limited to max_positions ({cap}) tokens instead of {limit} "
+                f"is limited to max_positions ({cap}) tokens instead of {shown:g} "
                 "(max-len-a * tokens + max-len-b) and is cut if longer",
                 file=sys.stderr,
             )

@@ -29,9 +29,11 @@ from transformer.atomic import atomic_write_text
 from transformer.cli.common import (
     UsageError,
     add_decoding_arguments,
+    check_distinct_outputs,
     check_output_path,
     decoding_config,
     device_option,
+    file_name,
     one_line,
     run,
     warn_capped_lines,
@@ -70,16 +72,24 @@ def build_parser() -> argparse.ArgumentParser:
         description="Translate a test set with a checkpoint (or take --hyp) and report "
         "sacreBLEU BLEU, chrF and the paper's tokenized compound-split BLEU.",
     )
-    parser.add_argument("--checkpoint", help="checkpoint to translate with")
-    parser.add_argument("--src", help="source file, one sentence a line")
-    parser.add_argument("--ref", help="reference file, line-aligned with --src / --hyp")
+    parser.add_argument("--checkpoint", type=file_name, help="checkpoint to translate with")
+    parser.add_argument("--src", type=file_name, help="source file, one sentence a line")
+    parser.add_argument(
+        "--ref", type=file_name, help="reference file, line-aligned with --src / --hyp"
+    )
     parser.add_argument("--test-set", help="a sacreBLEU test set instead of --src/--ref")
     parser.add_argument("--langpair", help="language pair of --test-set, e.g. en-de")
-    parser.add_argument("--hyp", help="score this hypothesis file instead of translating")
+    parser.add_argument(
+        "--hyp", type=file_name, help="score this hypothesis file instead of translating"
+    )
     parser.add_argument("--target-lang", help="target language code for sacreBLEU")
-    parser.add_argument("--output-dir", help="where to write hypotheses and JSON")
-    parser.add_argument("--hyp-out", help="hypothesis file to write (overrides --output-dir)")
-    parser.add_argument("--json", help="JSON file to write (overrides --output-dir)")
+    parser.add_argument("--output-dir", type=file_name, help="where to write hypotheses and JSON")
+    parser.add_argument(
+        "--hyp-out", type=file_name, help="hypothesis file to write (overrides --output-dir)"
+    )
+    parser.add_argument(
+        "--json", type=file_name, help="JSON file to write (overrides --output-dir)"
+    )
     add_decoding_arguments(parser)
     return parser
 
@@ -144,10 +154,9 @@ def _evaluate(args: argparse.Namespace) -> None:
         ref_paths = [Path(args.ref)]
         test_name = src_path.stem if src_path else Path(args.ref).stem
     hyp_out, json_out = _output_paths(args, test_name)
-    if hyp_out is not None and json_out is not None and hyp_out == json_out:
-        raise UsageError(f"--hyp-out and --json name the same file ({hyp_out})")
-    inputs = [args.hyp, args.checkpoint, src_path, *ref_paths]
     outputs = [(hyp_out, "--hyp-out"), (json_out, "--json")]
+    check_distinct_outputs(outputs)
+    inputs = [args.hyp, args.checkpoint, src_path, *ref_paths]
     for path, flag in outputs:
         if path is not None:
             check_output_path(path, inputs, flag)

@@ -19,7 +19,7 @@ import argparse
 import gc
 import sys
 
-from transformer.cli.common import UsageError, run
+from transformer.cli.common import UsageError, file_name, run
 from transformer.config import load_config
 from transformer.train.distributed import init_distributed, shutdown
 from transformer.train.trainer import Trainer
@@ -31,7 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="transformer-train",
         description="Train a Transformer (Vaswani et al., 2017) from a YAML config.",
     )
-    parser.add_argument("--config", required=True, help="YAML config file (see configs/)")
+    parser.add_argument(
+        "--config", required=True, type=file_name, help="YAML config file (see configs/)"
+    )
     parser.add_argument(
         "overrides",
         nargs="*",

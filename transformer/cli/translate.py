@@ -16,14 +16,17 @@ source itself is never cut (positions past the table are computed on the fly). A
 limit the cap lowers is named on stderr with its token count, since its translation may be cut.
 
 `--output` is written atomically (`transformer.atomic`): after an error or Ctrl-C it holds its
-old content. Exit status: the rule of `transformer.cli.common` (0 ok, 2 wrong command line,
-1 the work could not be done, 130 interrupted).
+old content. It is refused, before any work, when it is an input (the file stdin reads too).
+Exit status: the rule of `transformer.cli.common` (0 ok, 2 wrong command line, 1 the work could
+not be done, 130 interrupted).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
+import stat
 import sys
 from pathlib import Path
 
@@ -34,6 +37,7 @@ from transformer.cli.common import (
     check_output_path,
     decoding_config,
     device_option,
+    file_name,
     one_line,
     read_stdin_lines,
     run,
@@ -54,9 +58,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="transformer-translate",
         description="Translate text line by line with a trained Transformer checkpoint.",
     )
-    parser.add_argument("--checkpoint", required=True, help="checkpoint file (.pt)")
-    parser.add_argument("--input", help="source text file, one sentence a line (default: stdin)")
-    parser.add_argument("--output", help="where to write translations (default: stdout)")
+    parser.add_argument("--checkpoint", required=True, type=file_name, help="checkpoint file (.pt)")
+    parser.add_argument(
+        "--input", type=file_name, help="source text file, one sentence a line (default: stdin)"
+    )
+    parser.add_argument(
+        "--output", type=file_name, help="where to write translations (default: stdout)"
+    )
     parser.add_argument(
         "--nbest",
         type=int,
@@ -76,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         command line (a decoding option out of range, `--nbest` above the beam size or with
         `--greedy`, an unknown `--device`); 1 after a one-line error when the work cannot be
         done (a missing or bad checkpoint or input file, invalid UTF-8 input, an output that
-        would overwrite an input).
+        would overwrite an input, the file read from stdin included).
     """
     return run(build_parser(), _translate, argv)
 
@@ -88,12 +96,14 @@ def _translate(args: argparse.Namespace) -> None:
         raise UsageError(f"--nbest ({args.nbest}) needs beam search, not --greedy")
     if args.beam_size is not None:
         _check_nbest(given, args.nbest)
-    if args.output:
+    if args.output is not None:
         check_output_path(args.output, [args.input, args.checkpoint], "--output")
+        if args.input is None:
+            _check_not_stdin(args.output)
     device = device_option(args.device)
     from transformer.decode.translator import Translator
 
-    lines = read_lines(args.input) if args.input else read_stdin_lines()
+    lines = read_lines(args.input) if args.input is not None else read_stdin_lines()
     translator = Translator.from_checkpoint(args.checkpoint, device=device)
     decode = decoding_config(args, translator.config.decode)
     _check_nbest(decode, args.nbest)  # against the checkpoint's beam when --beam-size is unset
@@ -113,12 +123,30 @@ def _translate(args: argparse.Namespace) -> None:
             one_line(t) for t in translator.translate(lines, progress=progress, **settings)
         ]
     text = "".join(line + "\n" for line in out_lines)
-    if args.output:
+    if args.output is not None:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(args.output, text)
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
+
+
+def _check_not_stdin(output: str) -> None:
+    """Refuse `--output` when it is the file stdin reads (`--output src.txt < src.txt`).
+
+    Raises:
+        ValueError: naming `output`; it would be replaced by its own translation.
+    """
+    try:
+        stdin = os.fstat(sys.stdin.fileno())
+    except (AttributeError, OSError, ValueError):  # no stdin, or one without a descriptor
+        return
+    if stat.S_ISREG(stdin.st_mode) and os.path.exists(output):
+        if os.path.samestat(stdin, os.stat(output)):
+            raise ValueError(
+                f"--output {output} is also the input of this command (read from stdin); "
+                "it would be overwritten"
+            )
 
 
 def _check_nbest(decode: DecodeConfig, nbest: int) -> None:

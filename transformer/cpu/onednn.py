@@ -11,7 +11,8 @@ The model itself never knows: it is built from plain `nn.Linear` layers, and
 
 - `swap_linear_layers(model)` turns them into `OneDNNLinear` in place (same parameters, names,
   state_dict and hooks; tied weights stay tied), `restore_linear_layers(model)` undoes it, and
-  `onednn_linear_layers(model)` does both around a block;
+  `onednn_linear_layers(model, enabled)` makes the layers oneDNN ones (or plain ones) for the
+  duration of a block;
 - `prepacked_weights(model)` reorders each swapped layer's weight once into oneDNN's blocked
   layout for the duration of a search (inference only; one extra copy of the weights meanwhile);
 - `use_onednn(kernel, device, precision, compile)` is the policy: "torch" never, "auto" for
@@ -234,17 +235,29 @@ def restore_linear_layers(model: nn.Module, layers: list[nn.Module] | None = Non
 
 @contextlib.contextmanager
 def onednn_linear_layers(model: nn.Module, enabled: bool = True) -> Iterator[None]:
-    """Within the block, the plain linear layers of `model` compute with oneDNN (see module doc).
+    """Within the block, the linear layers of `model` compute with oneDNN iff `enabled`.
+
+    Enabled, plain `nn.Linear` layers become `OneDNNLinear`; disabled (the caller's policy said
+    no), `OneDNNLinear` layers, e.g. of a model the trainer swapped, become plain ones. On exit,
+    also on an exception, every layer changed is back to what it was.
 
     Args:
-        model: The model; restored to plain layers on exit, also on an exception.
-        enabled: False makes the block a no-op (the caller's policy said no).
+        model: The model.
+        enabled: Whether its linear layers should be `OneDNNLinear` within the block.
     """
-    swapped = swap_linear_layers(model) if enabled else []
+    if enabled:
+        changed = swap_linear_layers(model)
+    else:
+        changed = [m for m in model.modules() if type(m) is OneDNNLinear]
+        restore_linear_layers(model, changed)
     try:
         yield
     finally:
-        restore_linear_layers(model, swapped)
+        if enabled:
+            restore_linear_layers(model, changed)
+        else:
+            for layer in changed:
+                layer.__class__ = OneDNNLinear  # as `swap_linear_layers` made it
 
 
 @contextlib.contextmanager

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from transformer.data.tokenizer import SPM_MODEL_TYPES
@@ -31,7 +32,8 @@ class DataConfig:
         shared_vocab: One joint model for both sides (section 5.1) or one per side.
         max_len: Pairs with a side longer than this many subword tokens (without bos/eos)
             are dropped from training and validation data.
-        max_len_ratio: Also drop pairs where max(len) / min(len) exceeds this; null = off.
+        max_len_ratio: Also drop pairs where max(len) / min(len) exceeds this (a finite
+            number >= 1); null = off.
         cache_dir: Where encoded corpora are cached; null = `<output_dir>/cache`.
     """
 
@@ -69,5 +71,6 @@ class DataConfig:
             raise ValueError(
                 f"spm_character_coverage ({self.spm_character_coverage}) must be in (0, 1]"
             )
-        if self.max_len_ratio is not None and self.max_len_ratio < 1.0:
-            raise ValueError(f"max_len_ratio ({self.max_len_ratio}) must be at least 1 or null")
+        ratio = self.max_len_ratio
+        if ratio is not None and not (math.isfinite(ratio) and ratio >= 1.0):  # NaN, inf
+            raise ValueError(f"data.max_len_ratio ({ratio}) must be a finite number >= 1 or null")

@@ -14,6 +14,20 @@ import numbers
 from dataclasses import dataclass
 
 LENGTH_PENALTY_STYLES = ("gnmt", "power")
+# Far above any real setting (the paper and GNMT use 0.6, fairseq 1.0), and low enough that
+# lp(|Y|) = ((5 + |Y|) / 6) ** alpha or |Y| ** alpha stays a finite float for any length.
+MAX_LENGTH_PENALTY = 10.0
+# Output lengths are capped by the model's positions anyway; this keeps every integer
+# conversion of a * S + b within 64 bits.
+MAX_LEN_B = 2**31
+
+
+def _finite(value: numbers.Real) -> bool:
+    """Whether `value` is a finite float; an integer beyond float range counts as infinite."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # math.isfinite(10**400)
+        return False
 
 
 @dataclass(frozen=True)
@@ -22,10 +36,13 @@ class DecodeConfig:
 
     Attributes:
         beam_size: Beams per sentence, K (the paper: 4).
-        length_penalty: alpha of the length penalty (the paper: 0.6); 0 turns it off.
+        length_penalty: alpha of the length penalty (the paper: 0.6), in [0, 10]
+            (`MAX_LENGTH_PENALTY`); 0 turns it off.
         length_penalty_style: One of `LENGTH_PENALTY_STYLES`: "gnmt", ((5 + |Y|) / 6) ** alpha
             (Wu et al., 2016, cited in 6.1), or "power", |Y| ** alpha.
-        max_len_a, max_len_b: Maximum output length = a * source tokens + b (6.1: input + 50).
+        max_len_a, max_len_b: Maximum output length = a * source tokens + b (6.1: input + 50),
+            at most the model's `max_positions`; a is a finite number >= 0, b an integer in
+            [0, 2**31] (`MAX_LEN_B`).
         max_tokens: Source tokens per decoding batch, padding included.
 
     Raises:
@@ -48,12 +65,19 @@ class DecodeConfig:
         for name in ("beam_size", "max_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"decode.{name} ({getattr(self, name)}) must be at least 1")
+        if self.max_len_b > MAX_LEN_B:
+            raise ValueError(f"decode.max_len_b ({self.max_len_b}) must be at most 2**31")
         for name in ("length_penalty", "max_len_a", "max_len_b"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
                 raise ValueError(f"decode.{name} ({value!r}) must be a number")
-            if not (math.isfinite(value) and value >= 0):  # also rejects NaN
+            if not (_finite(value) and value >= 0):  # also rejects NaN
                 raise ValueError(f"decode.{name} ({value}) must be a finite number >= 0")
+        if self.length_penalty > MAX_LENGTH_PENALTY:
+            raise ValueError(
+                f"decode.length_penalty ({self.length_penalty}) must be at most "
+                f"{MAX_LENGTH_PENALTY:g} (the paper uses 0.6)"
+            )
         if self.length_penalty_style not in LENGTH_PENALTY_STYLES:
             raise ValueError(
                 f"decode.length_penalty_style ({self.length_penalty_style!r}) must be one of "

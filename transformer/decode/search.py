@@ -83,13 +83,17 @@ def max_output_lengths(
         max_positions: Positions the model supports (`ModelConfig.max_positions`).
 
     Returns:
-        One maximum per sentence (output tokens, the final eos included).
+        One maximum per sentence (output tokens, the final eos included): for any finite
+        a, b >= 0, min(floor(a * S + b), max_positions), at least 1.
 
     Shape:
         src_lengths: (B,).
     """
-    lengths = (src_lengths.double() * max_len_a + max_len_b).floor().long()
-    return lengths.clamp(1, max_positions).tolist()
+    # Clamp while still in floating point: `.long()` of a double beyond 2**63 overflows. As
+    # a * S >= 0, capping b at max_positions first leaves the result unchanged and keeps a huge
+    # integer b out of float conversion.
+    lengths = src_lengths.double() * float(max_len_a) + min(max_len_b, max_positions)  # (B,)
+    return lengths.floor().clamp(1, max_positions).long().tolist()
 
 
 class StepDecoder:

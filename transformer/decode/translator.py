@@ -29,6 +29,39 @@ from transformer.decode.greedy import greedy_search
 from transformer.decode.search import Hypothesis
 from transformer.device import resolve_device
 
+# How `use_onednn` names a model's parameter dtype.
+PRECISION_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+
+
+def _precision(model: torch.nn.Module) -> str:
+    """The precision the model computes in: its parameters' dtype, named as `use_onednn`
+    expects ("fp32", "bf16", "fp16", else the dtype's name); "fp32" without parameters."""
+    parameter = next(model.parameters(), None)
+    if parameter is None:
+        return "fp32"
+    return PRECISION_NAMES.get(parameter.dtype, str(parameter.dtype).removeprefix("torch."))
+
+
+def _check_sentences(sentences: Sequence[str]) -> None:
+    """Refuse anything but a list or tuple (a non-string sequence) of strings, naming it."""
+    if isinstance(sentences, str):
+        raise ValueError("sentences must be a list of strings, not a single string")
+    if not isinstance(sentences, Sequence) or isinstance(sentences, bytes):
+        raise ValueError(
+            f"sentences must be a list or tuple of strings, not {type(sentences).__name__}"
+        )
+    for index, text in enumerate(sentences):
+        if not isinstance(text, str):
+            raise ValueError(
+                f"sentences[{index}] is a {type(text).__name__}, not a string: {text!r}"
+            )
+
+
+def _check_flag(name: str, value: bool) -> None:
+    """Refuse a flag that is not a bool (`greedy="no"` is truthy)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} ({value!r}) must be True or False")
+
 
 @contextmanager
 def _eval_mode(model: torch.nn.Module) -> Iterator[None]:
@@ -77,12 +110,13 @@ class Translator:
             `transformer.device.resolve_device`.
         config: The full `Config` of the run, when known (`from_checkpoint` sets it).
         linear_kernel: How float32 CPU products are computed while translating: "auto"
-            (oneDNN on x86-64 CPUs, `transformer.cpu.onednn`), "onednn" or "torch". The model's
+            (oneDNN for a float32 model on x86-64 CPUs, `transformer.cpu.onednn`), "onednn" or
+            "torch" (also for a model whose layers are already oneDNN ones). The model's
             layers are swapped for the call only; the model is returned as it was given.
 
     Raises:
         ValueError: for an unknown or unavailable device, or a linear kernel that cannot run
-            there.
+            there (such as "onednn" for a bfloat16 model).
     """
 
     def __init__(
@@ -94,7 +128,7 @@ class Translator:
         linear_kernel: str = "auto",
     ) -> None:
         self.device = resolve_device(device, what="device")
-        self.onednn = use_onednn(linear_kernel, self.device)
+        self.onednn = use_onednn(linear_kernel, self.device, _precision(model))
         self.model = model.to(self.device)
         self.tokenizer = tokenizer
         self.config = config
@@ -142,8 +176,12 @@ class Translator:
 
         Raises:
             ValueError: for a setting of the wrong type or out of range (the rules of
-                `DecodeConfig`, checked before anything is translated) or a non-string input.
+                `DecodeConfig`, checked before anything is translated; `greedy` and
+                `progress` must be bools), or for input other than a list or tuple of strings.
         """
+        _check_flag("greedy", greedy)
+        _check_flag("progress", progress)
+        _check_sentences(sentences)
         decode = DecodeConfig(
             beam_size=beam_size,
             length_penalty=length_penalty,
@@ -183,9 +221,11 @@ class Translator:
 
         Raises:
             ValueError: when nbest is not in [1, beam_size] (`DecodeConfig.check_nbest`), for
-                a setting of the wrong type or out of range (as `translate`) or a non-string
-                input.
+                a setting of the wrong type or out of range (as `translate`), or for input
+                other than a list or tuple of strings.
         """
+        _check_flag("progress", progress)
+        _check_sentences(sentences)
         decode = DecodeConfig(
             beam_size=beam_size,
             length_penalty=length_penalty,
@@ -235,13 +275,6 @@ class Translator:
         Returns:
             One list of hypotheses per sentence; None for sentences without source tokens.
         """
-        if isinstance(sentences, str):
-            raise ValueError("sentences must be a list of strings, not a single string")
-        for index, text in enumerate(sentences):
-            if not isinstance(text, str):
-                raise ValueError(
-                    f"sentences[{index}] is a {type(text).__name__}, not a string: {text!r}"
-                )
         results: list[list[Hypothesis] | None] = [None] * len(sentences)
         non_empty = [i for i, text in enumerate(sentences) if text.strip()]
         encoded = self.tokenizer.encode_batch([sentences[i] for i in non_empty])

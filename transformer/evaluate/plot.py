@@ -34,6 +34,24 @@ def _figure_class():
     return Figure
 
 
+def image_format(output: str | Path) -> str:
+    """The format `draw_attention` saves `output` in: its suffix in lower case (`map.svg`: svg),
+    png when it has none.
+
+    Raises:
+        ImportError: without matplotlib, saying how to install it (`VIZ_INSTALL_HINT`).
+        ValueError: for a format matplotlib cannot write (`map.txt`), listing those it can.
+    """
+    fmt = Path(output).suffix.lstrip(".").lower() or "png"
+    supported = _figure_class()().canvas.get_supported_filetypes()
+    if fmt not in supported:
+        raise ValueError(
+            f"{output}: matplotlib cannot write .{fmt} images; give one of "
+            + ", ".join(f".{name}" for name in sorted(supported))
+        )
+    return fmt
+
+
 def draw_attention(
     maps: AttentionMaps,
     layer: int = -1,
@@ -51,7 +69,7 @@ def draw_attention(
         layer: 0-based layer index; negative counts from the last layer.
         heads: 0-based heads to draw (default: all); with `average_heads`, the heads averaged.
         average_heads: Draw the mean over `heads` in a single panel.
-        output: Save the figure there (format from the suffix, e.g. .png) when given.
+        output: Save the figure there (format from the suffix, `image_format`) when given.
 
     Returns:
         The matplotlib `Figure`; its heatmap axes are those with an image (the colour bar is
@@ -59,7 +77,7 @@ def draw_attention(
 
     Raises:
         ImportError: without matplotlib, saying how to install it (`VIZ_INSTALL_HINT`).
-        ValueError: for a layer or head out of range.
+        ValueError: for a layer or head out of range, or an `output` format matplotlib lacks.
     """
     Figure = _figure_class()
     n_layers, n_heads = maps.weights.shape[:2]
@@ -96,7 +114,7 @@ def draw_attention(
     figure.colorbar(image, ax=figure.axes, shrink=0.8, label="attention weight")
     figure.suptitle(f"{maps.kind} attention", fontsize=10)
     if output is not None:
-        fmt = Path(output).suffix.lstrip(".") or "png"
+        fmt = image_format(output)
         atomic_write(output, lambda file: figure.savefig(file, format=fmt, dpi=120))
     return figure
 

@@ -16,6 +16,11 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 HIGHER_IS_BETTER = {"bleu": True, "chrf": True, "loss": False, "nll_loss": False, "ppl": False}
 # The metrics that validation computes by decoding (greedy sacreBLEU), not from the loss.
 DECODED_METRICS = ("bleu", "chrf")
+# Seeds go to torch.manual_seed (64 bits) and NumPy generators, with the step and rank added
+# when a resumed run re-seeds; below 2**63 leaves room for those.
+SEED_LIMIT = 2**63
+# torch.set_num_threads far beyond any machine's cores crashes the process.
+MAX_NUM_THREADS = 1024
 
 
 @dataclass(frozen=True)
@@ -48,8 +53,9 @@ class TrainConfig:
         linear_kernel: Float32 CPU matrix products: "auto" (oneDNN on x86-64 CPUs, faster there:
             BENCHMARKS.md), "onednn" or "torch" (`torch.nn.functional.linear`); applied to
             the built model by `transformer.cpu.onednn`, never stored in the model config.
-        device: "auto" (CUDA when present), "cpu", "cuda", "cuda:N".
-        seed: Seeds weights initialisation, dropout and batch shuffling.
+        device: "auto" (CUDA when present), "cpu", "cuda", "cuda:N" (or "mps" on Apple
+            silicon); checked by `transformer.device.resolve_device`.
+        seed: Seeds weights initialisation, dropout and batch shuffling; 0 <= seed < 2**63.
         save_interval_steps: Numbered checkpoint every this many updates; null/0 = off.
         save_interval_minutes: Numbered checkpoint every this many minutes (the paper: 10).
         keep_last: Numbered checkpoints kept (older ones are deleted); last/best always kept.
@@ -60,7 +66,7 @@ class TrainConfig:
             "nll_loss", "ppl" (lower is better).
         early_stop_patience: Stop after this many validations without improvement; null = off.
         skip_nonfinite: Skip (and count) updates with a NaN/Inf loss instead of stopping.
-        num_threads: torch.set_num_threads for CPU training; null = torch's default.
+        num_threads: torch.set_num_threads for CPU training, 1 to 1024; null = torch's default.
         flush_denormal: torch.set_flush_denormal(True): CPUs slow down several times on
             denormal floats.
 
@@ -152,8 +158,12 @@ class TrainConfig:
         betas = list(self.adam_betas)
         if len(betas) != 2 or not all(0.0 <= beta < 1.0 for beta in betas):
             raise ValueError(f"train.adam_betas ({betas}) must be two numbers in [0, 1)")
-        if self.seed < 0:
-            raise ValueError(f"train.seed ({self.seed}) must not be negative")
+        if not 0 <= self.seed < SEED_LIMIT:
+            raise ValueError(f"train.seed ({self.seed}) must be in [0, 2**63)")
+        if self.num_threads is not None and self.num_threads > MAX_NUM_THREADS:
+            raise ValueError(
+                f"train.num_threads ({self.num_threads}) must be at most {MAX_NUM_THREADS}"
+            )
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"train.label_smoothing ({self.label_smoothing}) must be in [0, 1)")
         if self.lr_schedule == "inverse_sqrt" and self.peak_lr is None:

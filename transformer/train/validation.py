@@ -81,6 +81,7 @@ def validation_bleu(
     target_lang: str,
     device: torch.device,
     decode: DecodeConfig,
+    linear_kernel: str,
 ) -> dict:
     """sacreBLEU of greedy decoding of `src_text` against `ref_text`.
 
@@ -92,12 +93,14 @@ def validation_bleu(
         target_lang: Target language code (sacreBLEU tokenizer choice).
         device: Where the model is.
         decode: The `decode:` section (max_tokens per batch, max_len_a, max_len_b).
+        linear_kernel: The run's `train.linear_kernel`, so that decoding computes its float32
+            CPU products as training does (see `transformer.cpu.onednn`).
 
     Returns:
         {"bleu": float, "chrf": float} (whatever `corpus_scores` reports under those keys).
     """
     model.eval()
-    translator = Translator(model, tokenizer, device=device)
+    translator = Translator(model, tokenizer, device=device, linear_kernel=linear_kernel)
     hyps = translator.translate(
         src_text,
         greedy=True,
@@ -176,7 +179,14 @@ class Validator:
                 lang = self.config.data.target_lang
                 with precision_autocast(self.precision, device):
                     scores = validation_bleu(
-                        model, self.tokenizer, src, ref, lang, device, self.config.decode
+                        model,
+                        self.tokenizer,
+                        src,
+                        ref,
+                        lang,
+                        device,
+                        self.config.decode,
+                        train.linear_kernel,
                     )
                 metrics.update(scores)
             model.train()
