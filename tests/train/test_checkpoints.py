@@ -17,10 +17,17 @@ from transformer.checkpoint import read_checkpoint, save_checkpoint
 from transformer.config import Config
 from transformer.data.batching import BatchIterator
 from transformer.data.dataset import ParallelDataset
-from transformer.train.checkpoints import restore_training_checkpoint, training_checkpoint
+from transformer.train import checkpoints as checkpoints_module
+from transformer.train.checkpoints import (
+    TrainingCheckpoints,
+    restore_training_checkpoint,
+    training_checkpoint,
+)
 from transformer.train.config import TrainConfig
+from transformer.train.distributed import DistributedContext
 from transformer.train.optim import build_lr_schedule, build_optimizer
 from transformer.train.precision import grad_scaler
+from transformer.train.run_directory import RunDirectory
 from transformer.train.state import TrainState, capture_rng_state
 
 TIED_COPIES_THAT_DIFFER = [
@@ -86,6 +93,61 @@ def test_a_restored_run_holds_exactly_what_the_saved_run_held(make_model, tiny_t
     assert components[1].lr == schedule.lr
     assert components[3].state_dict() == batches.state_dict() == {"epoch": 1, "index": 3}
     assert torch.equal(next(iter(components[3])).src, next(stream).src)
+
+
+def test_resuming_on_a_gpu_reads_the_checkpoint_to_the_cpu(
+    tmp_path, make_model, tiny_tokenizer, monkeypatch
+):
+    """A checkpoint read straight to the GPU would put the saved RNG states there, and
+    `restore_rng_state` needs them on the CPU. Simulated with a context on cuda:0 and the
+    components on the CPU: reading to cuda:0 fails on a machine without CUDA, as `.numpy()` of
+    a CUDA tensor fails on one with it; reading to the CPU and loading works on both."""
+    model = make_model(tiny_tokenizer.vocab_size, dropout=0.0)
+    optimizer, schedule, scaler, batches = _components(model)
+    config = Config(model=model.config)
+    checkpoint = training_checkpoint(
+        model=model,
+        config=config,
+        tokenizer=tiny_tokenizer,
+        optimizer=optimizer,
+        schedule=schedule,
+        scaler=scaler,
+        batches=batches,
+        rng=[capture_rng_state()],
+        state=TrainState(step=4),
+        precision="fp32",
+    )
+    run_dir = RunDirectory(tmp_path)
+    save_checkpoint(checkpoint, run_dir.last_path)
+    places = []
+
+    def spy(path, map_location="cpu"):
+        places.append(map_location)
+        return read_checkpoint(path, map_location=map_location)
+
+    monkeypatch.setattr(checkpoints_module, "read_checkpoint", spy)
+    fresh = make_model(tiny_tokenizer.vocab_size, seed=1, dropout=0.0)
+    context = DistributedContext(device=torch.device("cuda", 0))
+    training = TrainingCheckpoints(
+        run_dir, context, config, tiny_tokenizer, "fp32", fresh, *_components(fresh)
+    )
+    assert training.resume(log=print) == TrainState(step=4)
+    assert places == ["cpu"]
+    torch.testing.assert_close(fresh.state_dict(), model.state_dict(), rtol=0, atol=0)
+
+
+def test_optimizer_state_from_the_cpu_follows_the_parameters_device():
+    """What resuming relies on: `Optimizer.load_state_dict` moves Adam's moments to each
+    parameter's device (here `meta`, standing in for a GPU)."""
+    parameter = torch.nn.Parameter(torch.randn(3))
+    adam = torch.optim.Adam([parameter])
+    parameter.grad = torch.ones(3)
+    adam.step()
+    on_device = torch.nn.Parameter(torch.empty(3, device="meta"))
+    resumed = torch.optim.Adam([on_device])
+    resumed.load_state_dict(adam.state_dict())
+    state = resumed.state[on_device]
+    assert state["exp_avg"].device == state["exp_avg_sq"].device == torch.device("meta")
 
 
 @pytest.mark.parametrize("share, changed, keys", TIED_COPIES_THAT_DIFFER)

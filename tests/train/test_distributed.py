@@ -7,6 +7,7 @@ the list of every rank's object), computed by real gloo processes; and a one-pro
 
 from __future__ import annotations
 
+import queue as queue_module
 import socket
 
 import pytest
@@ -119,3 +120,110 @@ def test_two_gloo_processes_match_one_process_with_update_freq_2(tmp_path, tiny_
     for x, y in zip(tiny_run.records(single), tiny_run.records(ddp), strict=True):
         assert x["loss"] == pytest.approx(y["loss"], rel=1e-6)
         assert x["target_tokens"] == y["target_tokens"]
+
+
+def test_a_tensor_off_the_training_device_is_refused_before_any_collective():
+    context = DistributedContext(rank=0, world_size=2, device=torch.device("cpu"))
+    with pytest.raises(ValueError, match=r"tensor on meta.*training device cpu"):
+        all_reduce_sum(torch.zeros(2, device="meta"), context)  # no process group needed
+
+
+def _torchrun_environment(monkeypatch, rank: int, gpus: int) -> list:
+    """Rank `rank` of 2 under torchrun on a machine with `gpus` faked GPUs; returns the list
+    that records `torch.cuda.set_device` and `init_process_group` calls (faked too)."""
+    from transformer.train import distributed
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", str(rank))
+    monkeypatch.setenv("LOCAL_RANK", str(rank))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    calls = []
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls.append(("set", device)))
+    monkeypatch.setattr(distributed.dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(
+        distributed.dist,
+        "init_process_group",
+        lambda backend, **kwargs: calls.append((backend, kwargs.get("device_id"))),
+    )
+    return calls
+
+
+@pytest.mark.parametrize("setting", ["cuda:1", "cuda:0"])
+def test_under_torchrun_a_gpu_index_is_refused_before_the_group_starts(monkeypatch, setting):
+    calls = _torchrun_environment(monkeypatch, rank=1, gpus=2)
+    with pytest.raises(ValueError) as error:
+        init_distributed(setting)
+    message = str(error.value)
+    assert f"train.device '{setting}'" in message and "all 2 processes" in message
+    assert "train.device=cuda" in message and "\n" not in message
+    assert calls == []  # every rank on one GPU would stop NCCL: "Duplicate GPU detected"
+
+
+@pytest.mark.parametrize("setting", ["cuda", "auto"])
+def test_under_torchrun_cuda_is_each_processs_own_gpu(monkeypatch, setting):
+    calls = _torchrun_environment(monkeypatch, rank=1, gpus=2)
+    context = init_distributed(setting)
+    gpu = torch.device("cuda", 1)
+    assert context == DistributedContext(1, 2, 1, gpu)
+    assert calls == [("set", gpu), ("nccl", gpu)]
+
+
+class _FailsOnRank1:
+    """A stand-in for `Trainer`: rank 1 raises before its first update, while rank 0 waits in
+    the update's first collective (the all-reduce of the token count) for rank 1."""
+
+    def __init__(self, config, context, resume) -> None:
+        self.context = context
+
+    def train(self) -> None:
+        if self.context.rank == 1:
+            raise RuntimeError("injected failure on rank 1")
+        all_reduce_sum(torch.ones(1), self.context)
+
+
+def _train_command(rank: int, world: int, port: int, config: str, results) -> None:
+    """One process of a gloo job running `transformer-train` with `_FailsOnRank1`; reports
+    its exit status, or the name of the exception that escaped `main`."""
+    import os
+
+    from transformer.cli import train
+
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        WORLD_SIZE=str(world),
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+    )
+    torch.set_num_threads(1)
+    train.Trainer = _FailsOnRank1
+    try:
+        status = train.main(["--config", config, "train.device=cpu"])
+    except BaseException as error:  # noqa: B036 - what the process would exit with
+        status = type(error).__name__
+    results.put((rank, status))
+
+
+def test_an_error_on_one_process_ends_every_process_of_the_job_at_once(tiny_run):
+    """Before the fix, rank 1 waited in the closing barrier of `shutdown` for rank 0, itself
+    waiting in an all-reduce for rank 1: the job hung until gloo's 30-minute timeout. Now
+    rank 1 leaves without a barrier, and rank 0's all-reduce fails on the closed connection."""
+    world, port = 2, _free_port()
+    spawn = mp.get_context("spawn")
+    results = spawn.Queue()
+    args = (world, port, str(tiny_run.config_path), results)
+    job = mp.start_processes(
+        _train_command, args=args, nprocs=world, join=False, start_method="spawn"
+    )
+    try:
+        reported = dict(results.get(timeout=30) for _ in range(world))
+    except queue_module.Empty:
+        pytest.fail("the job hung after rank 1 failed (no exit within 30 s)")
+    finally:
+        for process in job.processes:
+            process.join(timeout=5)
+            if process.is_alive():
+                process.kill()
+    assert reported[1] == "RuntimeError"  # the injected error, not a hang in a barrier
+    assert reported[0] != 0  # rank 0's collective failed: the job did not finish

@@ -20,11 +20,25 @@ def test_an_explicit_setting_is_kept(setting, device):
     assert resolve_precision(setting, device) == setting
 
 
-@pytest.mark.parametrize("bf16_supported", [True, False])
-def test_auto_is_bf16_on_a_gpu_that_has_it_and_fp32_otherwise(monkeypatch, bf16_supported):
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: bf16_supported)
-    assert resolve_precision("auto", CUDA) == ("bf16" if bf16_supported else "fp32")
+@pytest.mark.parametrize("native", [True, False], ids=["ampere", "pre-ampere"])
+def test_auto_is_bf16_on_a_gpu_with_bf16_units_and_fp16_on_older_gpus(monkeypatch, native):
+    """Before compute capability 8.0 torch only emulates bf16 (`including_emulation=True`,
+    its default, says yes there), slower than float32: fp16 with loss scaling runs instead."""
+
+    def is_bf16_supported(including_emulation: bool = True) -> bool:
+        return native or including_emulation
+
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", is_bf16_supported)
+    precision = resolve_precision("auto", CUDA)
+    assert precision == ("bf16" if native else "fp16")
+    assert grad_scaler(precision, CPU).is_enabled() == (not native)  # fp16 scales the loss
     assert resolve_precision("auto", CPU) == "fp32"  # bf16 on CPU only when asked for
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_auto_works_with_a_torch_whose_check_takes_no_argument(monkeypatch, native):
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: native)
+    assert resolve_precision("auto", CUDA) == ("bf16" if native else "fp16")
 
 
 @pytest.mark.parametrize(

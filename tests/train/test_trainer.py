@@ -99,7 +99,8 @@ def test_cuda_with_automatic_precision(tmp_path, tiny_run):
     ]
     trainer = Trainer(tiny_run.load(overrides))
     assert trainer.device.type == "cuda"
-    assert trainer.precision == ("bf16" if torch.cuda.is_bf16_supported() else "fp32")
+    native_bf16 = torch.cuda.is_bf16_supported(including_emulation=False)
+    assert trainer.precision == ("bf16" if native_bf16 else "fp16")
     assert trainer.train().step == 5
     model, _, _ = load_checkpoint(tmp_path / "checkpoint_last.pt", device="cuda")
     assert next(model.parameters()).is_cuda

@@ -140,3 +140,57 @@ def test_flags_are_returned_as_booleans(model):
     step, _ = update_step(model)
     assert step(MICRO_BATCHES[:1], [True, False]).flags == [True, False]
     assert step(MICRO_BATCHES[:1], [False, False]).flags == [False, False]
+
+
+def test_every_reduced_tensor_is_on_the_training_device(model, monkeypatch):
+    """NCCL reduces GPU tensors only; gloo, which runs the tests, takes any CPU tensor, so a
+    real CPU job cannot tell. The simulation: on a GPU, a tensor made without `device=` lands
+    on the default device (the CPU), not on the training device. Here the training device is
+    the CPU and the default device is made `meta`, so such a tensor again lands off the training
+    device; a stand-in for `all_reduce_sum` refuses it with NCCL's error. (The model and the
+    batches are already on the CPU, so nothing else is affected.)"""
+    reduced = []
+
+    def nccl_like_all_reduce_sum(tensor, context):
+        if tensor.device != context.device:
+            raise RuntimeError(f"No backend type associated with device type {tensor.device}")
+        reduced.append(tensor.clone())
+        return tensor
+
+    reference, _ = update_step(copy.deepcopy(model))
+    expected = reference(MICRO_BATCHES, [False, True])
+    monkeypatch.setattr(update_module, "all_reduce_sum", nccl_like_all_reduce_sum)
+    step, _ = update_step(model)
+    with torch.device("meta"):
+        result = step(MICRO_BATCHES, [False, True])
+    assert len(reduced) == 2  # the token count, then the loss sums with the flags
+    assert reduced[0].tolist() == [expected.tokens]
+    assert reduced[1].tolist() == [expected.loss_sum, expected.nll_sum, 0.0, 1.0]
+    assert result == expected
+
+
+def test_ddp_does_not_broadcast_the_constant_positional_table(model, tmp_path):
+    """A one-process gloo group is enough to build the DistributedDataParallel wrapper."""
+    store = torch.distributed.FileStore(str(tmp_path / "store"), 1)
+    torch.distributed.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        step = UpdateStep(
+            model=model,
+            optimizer=torch.optim.SGD(model.parameters(), lr=0.0),
+            schedule=None,
+            scaler=grad_scaler("fp32", CPU),
+            context=DistributedContext(world_size=2),  # enabled: wrap the model
+            precision="fp32",
+            label_smoothing=EPSILON,
+            pad_id=PAD,
+            clip_norm=None,
+        )
+        assert step.ddp is not None and step.ddp.broadcast_buffers is False
+        assert not step.ddp.will_sync_module_buffers()
+        # The one buffer, which it would broadcast: constant, and not saved in checkpoints.
+        buffers = [name for name, _ in model.named_buffers()]
+        assert buffers == ["positional_encoding.table"]
+        assert not any(name in model.state_dict() for name in buffers)
+        del step
+    finally:
+        torch.distributed.destroy_process_group()

@@ -82,8 +82,12 @@ def _train(args: argparse.Namespace) -> None:
             # group) before `shutdown` destroys the group, not at interpreter exit.
             del trainer
             gc.collect()
-    finally:
-        shutdown(context)
+    except BaseException:
+        # No closing barrier: the other processes may wait in a collective this one will
+        # never join. Leave at once; `run` turns the error into a non-zero exit status.
+        shutdown(context, failed=True)
+        raise
+    shutdown(context)
 
 
 if __name__ == "__main__":

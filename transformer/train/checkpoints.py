@@ -59,7 +59,7 @@ def training_checkpoint(
         config: The full resolved config (its `model` section rebuilds the model).
         tokenizer: The run's `Tokenizer` (its model bytes are embedded).
         optimizer, schedule, scaler, batches: Components with `state_dict()`.
-        rng: `capture_rng_state()` of every process, indexed by rank.
+        rng: `capture_rng_state(device)` of every process, indexed by rank.
         state: Progress counters.
         precision: The resolved precision (informational).
     """
@@ -155,7 +155,7 @@ class TrainingCheckpoints:
 
     def state(self, state: TrainState) -> dict | None:
         """The full checkpoint dict on rank 0 (None elsewhere)."""
-        rng = all_gather_object(capture_rng_state(), self.context)
+        rng = all_gather_object(capture_rng_state(self.context.device), self.context)
         if not self.context.is_main:
             return None
         return training_checkpoint(
@@ -242,7 +242,9 @@ class TrainingCheckpoints:
             ValueError: when the checkpoint does not fit the model, naming the file.
         """
         path = self.run_dir.last_path
-        checkpoint = read_checkpoint(path, map_location=self.context.device)
+        # Read to the CPU: `load_state_dict` copies weights onto the model's device and casts
+        # Adam's moments to each parameter's device; RNG states must stay CPU tensors.
+        checkpoint = read_checkpoint(path, map_location="cpu")
         state = restore_training_checkpoint(
             checkpoint,
             path,
@@ -254,7 +256,7 @@ class TrainingCheckpoints:
         )
         rng = checkpoint["rng"]
         if len(rng) == self.context.world_size:
-            restore_rng_state(rng[self.context.rank])
+            restore_rng_state(rng[self.context.rank], self.context.device)
         else:
             log(
                 f"{path} was written by {len(rng)} process(es), now {self.context.world_size}: "

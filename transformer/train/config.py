@@ -47,14 +47,16 @@ class TrainConfig:
         weight_decay: Adam L2 weight decay (0 in the paper).
         label_smoothing: epsilon_ls (0.1, section 5.4).
         clip_norm: Clip the gradient norm to this; null = no clipping (the paper).
-        precision: "auto" (bf16 autocast on GPUs that support it, else fp32), "fp32",
-            "bf16" (autocast; also on CPU), "fp16" (autocast + gradient scaling).
+        precision: "auto" (bf16 autocast on GPUs with native bf16, fp16 on older GPUs, fp32
+            elsewhere), "fp32", "bf16" (autocast; also on CPU), "fp16" (autocast + gradient
+            scaling).
         compile: Run the model through torch.compile.
         linear_kernel: Float32 CPU matrix products: "auto" (oneDNN on x86-64 CPUs, faster there:
             BENCHMARKS.md), "onednn" or "torch" (`torch.nn.functional.linear`); applied to
             the built model by `transformer.cpu.onednn`, never stored in the model config.
         device: "auto" (CUDA when present), "cpu", "cuda", "cuda:N" (or "mps" on Apple
-            silicon); checked by `transformer.device.resolve_device`.
+            silicon); checked by `transformer.device.resolve_device`. Under torchrun "cuda"
+            and "auto" mean each process's own GPU, and "cuda:N" is refused.
         seed: Seeds weights initialisation, dropout and batch shuffling; 0 <= seed < 2**63.
         save_interval_steps: Numbered checkpoint every this many updates; null/0 = off.
         save_interval_minutes: Numbered checkpoint every this many minutes (the paper: 10).

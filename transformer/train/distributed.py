@@ -5,6 +5,11 @@ LOCAL_RANK and WORLD_SIZE (and the rendezvous variables for multi-node runs). Ea
 trains a replica on its own shard of batches; DistributedDataParallel averages gradients.
 NCCL is used on GPUs, gloo on CPU. Without torchrun (WORLD_SIZE unset or 1) nothing is
 initialised and every helper here is a no-op.
+
+One rule for every collective: its tensors live on the training device (`context.device`).
+A job has one process group with one backend, and NCCL reduces GPU tensors only (a CPU tensor
+fails with "No backend type associated with device type cpu"); a second, gloo group for CPU
+tensors would double the setup and the ways to hang for a few numbers per update.
 """
 
 from __future__ import annotations
@@ -49,14 +54,26 @@ def init_distributed(device_setting: str) -> DistributedContext:
     """Join the torchrun process group if there is one, and pick this process's device.
 
     Args:
-        device_setting: The `train.device` value (see `resolve_device`).
+        device_setting: The `train.device` value (see `resolve_device`); under torchrun "cuda"
+            and "auto" mean this process's own GPU, `cuda:LOCAL_RANK`.
 
     Returns:
         The context; `world_size == 1` without torchrun.
+
+    Raises:
+        ValueError: for a device `resolve_device` refuses, or, with more than one process, a
+            GPU index ("cuda:1"): every process would take that one GPU (NCCL then stops with
+            "Duplicate GPU detected").
     """
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    named = resolve_device(device_setting, what="train.device")
+    if world_size > 1 and named.type == "cuda" and named.index is not None:
+        raise ValueError(
+            f"train.device {str(named)!r} names one GPU for all {world_size} processes; under "
+            "torchrun use train.device=cuda (or auto): each process takes cuda:LOCAL_RANK"
+        )
     device = resolve_device(device_setting, local_rank, what="train.device")
     if world_size > 1 and not dist.is_initialized():
         if device.type == "cuda":
@@ -67,20 +84,46 @@ def init_distributed(device_setting: str) -> DistributedContext:
     return DistributedContext(rank, world_size, local_rank, device)
 
 
-def shutdown(context: DistributedContext) -> None:
+def shutdown(context: DistributedContext, failed: bool = False) -> None:
     """Leave the process group (no-op for a single process).
 
-    All processes first meet at a barrier: a process that tears down its gloo connections while
-    another is still finishing its last collective can abort the other one.
+    After a normal end all processes first meet at a barrier: a process that tears down its gloo
+    connections while another is still finishing its last collective can abort the other one.
+    After an error (`failed`) there is no barrier: the other processes may be waiting in a
+    collective this one will never join, so a barrier would hang the job. The group is torn
+    down at once; its closed connections make gloo peers fail their pending collective, and
+    torchrun stops the remaining processes once this one has exited non-zero.
+
+    Args:
+        context: This process's place in the job.
+        failed: An exception is propagating (this process will exit non-zero).
     """
     if context.enabled and dist.is_initialized():
-        dist.barrier()
+        if not failed:
+            dist.barrier()
         dist.destroy_process_group()
 
 
 def all_reduce_sum(tensor: torch.Tensor, context: DistributedContext) -> torch.Tensor:
-    """Sum `tensor` over all processes, in place; returns it."""
+    """Sum `tensor` over all processes, in place; returns it.
+
+    Args:
+        tensor: A tensor on `context.device` (the module's rule: NCCL reduces GPU tensors only).
+        context: This process's place in the job.
+
+    Returns:
+        `tensor`, now holding the sum.
+
+    Raises:
+        ValueError: in a job of several processes, for a tensor on another type of device than
+            the training device, naming both (the check NCCL makes, also made with gloo).
+    """
     if context.enabled:
+        if tensor.device.type != context.device.type:
+            raise ValueError(
+                f"all_reduce_sum: tensor on {tensor.device}, but collectives of this job run "
+                f"on the training device {context.device}"
+            )
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
     return tensor
 

@@ -15,18 +15,31 @@ import torch
 def resolve_precision(setting: str, device: torch.device) -> str:
     """Map `train.precision` to "fp32", "bf16" or "fp16".
 
-    "auto" is bf16 autocast on a GPU that supports it, else fp32. On CPU, bf16 autocast is
-    used only when asked for explicitly (it pays off on CPUs with native bf16 units).
+    "auto" is bf16 autocast on a GPU with bf16 arithmetic units (compute capability 8.0,
+    Ampere, and later; ROCm GPUs), fp16 autocast with loss scaling on older GPUs (there torch
+    only emulates bf16, slower than float32), and fp32 on other devices. On CPU, bf16 autocast
+    is used only when asked for explicitly (it pays off on CPUs with native bf16 units).
 
     Args:
         setting: "auto", "fp32", "bf16" or "fp16" (checked by `TrainConfig`).
-        device: Where training runs.
+        device: Where training runs (the current CUDA device, for a GPU).
+
+    Returns:
+        The precision.
     """
     if setting == "auto":
-        if device.type == "cuda" and torch.cuda.is_bf16_supported():
-            return "bf16"
-        return "fp32"
+        if device.type != "cuda":
+            return "fp32"
+        return "bf16" if _native_bf16() else "fp16"
     return setting
+
+
+def _native_bf16() -> bool:
+    """The current CUDA device computes in bf16 natively (not by emulation)."""
+    try:
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    except TypeError:  # older torch: no `including_emulation`, and no emulation either
+        return torch.cuda.is_bf16_supported()
 
 
 def autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:

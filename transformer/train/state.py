@@ -1,8 +1,9 @@
 """A training run's state beyond the weights: progress counters and every random generator.
 
 `TrainState` is saved in every checkpoint as plain values; `capture_rng_state` and
-`restore_rng_state` take and put back the Python, NumPy, torch and CUDA generators, so that a
-resumed run draws the same dropout masks and batch orders as one that never stopped.
+`restore_rng_state` take and put back the Python, NumPy, torch and CUDA generators (that of the
+process's own GPU), so that a resumed run draws the same dropout masks and batch orders as one
+that never stopped.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import random
 
 import numpy as np
 import torch
+
+CPU = torch.device("cpu")
 
 
 @dataclasses.dataclass
@@ -44,11 +47,17 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def capture_rng_state() -> dict:
-    """Every random state training touches, as tensors and plain values.
+def capture_rng_state(device: torch.device = CPU) -> dict:
+    """Every random state this process's training touches, as tensors and plain values.
+
+    Args:
+        device: The training device. On a GPU its own generator is saved, and only that one:
+            under torchrun each process draws from its GPU's generator alone, and a process
+            may see one GPU only (`torch.cuda.get_rng_state_all()` would save the others').
 
     Returns:
-        {"python": tuple, "numpy": dict, "torch": ByteTensor, "cuda": list[ByteTensor]}.
+        {"python": tuple, "numpy": dict, "torch": ByteTensor, "cuda": ByteTensor of `device`'s
+        generator, or None when training on another device}.
     """
     kind, keys, pos, has_gauss, cached = np.random.get_state()
     return {
@@ -61,24 +70,39 @@ def capture_rng_state() -> dict:
             "cached_gaussian": float(cached),
         },
         "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
     }
 
 
-def restore_rng_state(state: dict) -> None:
-    """Inverse of `capture_rng_state`."""
+def restore_rng_state(state: dict, device: torch.device = CPU) -> None:
+    """Inverse of `capture_rng_state`; tensors may come on any device (they are copied to the
+    CPU, where generator states live).
+
+    Args:
+        state: A `capture_rng_state` dict. Its "cuda" entry may also be the list of every
+            visible GPU's state that earlier versions saved: the entry of `device`'s index is
+            used (none when the list is shorter).
+        device: The training device; a GPU gets its own generator back.
+    """
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
     numpy_state = state["numpy"]
     np.random.set_state(
         (
             numpy_state["kind"],
-            numpy_state["keys"].numpy().astype(np.uint32),
+            numpy_state["keys"].cpu().numpy().astype(np.uint32),
             numpy_state["pos"],
             numpy_state["has_gauss"],
             numpy_state["cached_gaussian"],
         )
     )
     torch.set_rng_state(state["torch"].cpu())
-    if state["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
+    cuda = state["cuda"]
+    if device.type != "cuda" or cuda is None or not torch.cuda.is_available():
+        return
+    if isinstance(cuda, list | tuple):  # every visible GPU's state (older checkpoints)
+        index = torch.cuda.current_device() if device.index is None else device.index
+        if index >= len(cuda):
+            return
+        cuda = cuda[index]
+    torch.cuda.set_rng_state(cuda.cpu(), device)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import math
 
 import torch
@@ -20,6 +21,14 @@ from transformer.train.distributed import DistributedContext, all_reduce_sum
 from transformer.train.loss import label_smoothed_cross_entropy
 from transformer.train.optim import LRSchedule
 from transformer.train.precision import autocast
+
+# The model's only buffer is the sinusoid table of section 3.5 (non-persistent, the same
+# constant on every process): DDP need not broadcast it before every forward pass. Newer torch
+# calls the option `forward_sync_buffers` and deprecates `broadcast_buffers`.
+_DDP = torch.nn.parallel.DistributedDataParallel
+_BUFFER_SYNC = "forward_sync_buffers"
+if _BUFFER_SYNC not in inspect.signature(_DDP).parameters:
+    _BUFFER_SYNC = "broadcast_buffers"
 
 
 @dataclasses.dataclass
@@ -81,7 +90,7 @@ class UpdateStep:
         forward_model: torch.nn.Module = model
         if context.enabled:
             device_ids = [context.device] if context.device.type == "cuda" else None
-            self.ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
+            self.ddp = _DDP(model, device_ids=device_ids, **{_BUFFER_SYNC: False})
             forward_model = self.ddp
         self.forward_model = torch.compile(forward_model) if compile else forward_model
         self.optimizer, self.schedule, self.scaler = optimizer, schedule, scaler
@@ -99,10 +108,11 @@ class UpdateStep:
             The update's `UpdateResult`; `applied` tells whether the optimizer stepped (and
             the schedule advanced).
         """
-        world = self.context.world_size
-        local_tokens = float(sum(batch.n_tgt_tokens for batch in micro_batches))
-        total = all_reduce_sum(torch.tensor([local_tokens], dtype=torch.float64), self.context)
-        scale = world / total.item()  # DDP averages gradients over processes
+        # Every tensor that is reduced lives on the training device (the rule of distributed.py):
+        # NCCL reduces GPU tensors only. The host waits once, for the sums, at `.tolist()`.
+        local_tokens = sum(batch.n_tgt_tokens for batch in micro_batches)
+        total = all_reduce_sum(self._on_device([local_tokens]), self.context)
+        scale = self.context.world_size / total[0]  # DDP averages gradients over processes
         self.model.train()
         sums = torch.zeros(2, dtype=torch.float64, device=self.device)
         for i, batch in enumerate(micro_batches):
@@ -114,13 +124,12 @@ class UpdateStep:
                 out = label_smoothed_cross_entropy(
                     logits, batch.tgt_out, self.label_smoothing, self.pad_id
                 )
-                self.scaler.scale(out.loss * scale).backward()
+                self.scaler.scale(out.loss * scale.to(out.loss.dtype)).backward()
             sums += torch.stack([out.loss.detach(), out.nll_loss]).double()
-        stats = torch.cat(
-            [sums.cpu(), torch.tensor([float(f) for f in flags], dtype=torch.float64)]
-        )
-        loss_sum, nll_sum, *flag_sums = all_reduce_sum(stats, self.context).tolist()
-        result = UpdateResult(loss_sum, nll_sum, int(total.item()), [f > 0 for f in flag_sums])
+        requests = self._on_device([float(f) for f in flags])
+        stats = all_reduce_sum(torch.cat([sums, requests]), self.context)
+        tokens, loss_sum, nll_sum, *flag_sums = torch.cat([total, stats]).tolist()
+        result = UpdateResult(loss_sum, nll_sum, int(tokens), [f > 0 for f in flag_sums])
         if not result.finite:
             self.optimizer.zero_grad(set_to_none=True)
             return result
@@ -137,3 +146,10 @@ class UpdateStep:
         if result.applied:
             self.schedule.step()
         return result
+
+    def _on_device(self, values: list[float]) -> torch.Tensor:
+        """`values` as a float64 tensor on the training device. The copy to a GPU does not wait
+        for the GPU's queued work (a host-to-device copy from pageable memory is staged)."""
+        return torch.tensor(values, dtype=torch.float64, device="cpu").to(
+            self.device, non_blocking=True
+        )
