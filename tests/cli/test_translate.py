@@ -199,3 +199,22 @@ def test_a_dangling_link_as_output_is_refused_before_translating(
     assert main(argv) == 1
     error = capsys.readouterr().err
     assert error.startswith(f"transformer-translate: error: --output {link} is a symbolic link")
+
+
+@pytest.mark.parametrize("kernel, onednn_runs", [("torch", False), ("auto", True)])
+def test_linear_kernel_option_chooses_the_products(
+    checkpoint, monkeypatch, capsys, kernel, onednn_runs
+):
+    from transformer.cpu import onednn
+
+    monkeypatch.setattr(onednn, "x86_64", lambda: True)
+    calls = []
+    real = onednn.OneDNNLinear.forward
+    monkeypatch.setattr(
+        onednn.OneDNNLinear, "forward", lambda self, x: calls.append(1) or real(self, x)
+    )
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"a man.\n")))
+    assert main(["--checkpoint", str(checkpoint), "--linear-kernel", kernel, "--greedy"]) == 0
+    assert bool(calls) == (onednn_runs and onednn.onednn_available())
+    assert len(capsys.readouterr().out.splitlines()) == 1
+    assert main(["--checkpoint", str(checkpoint), "--linear-kernel", "mkl"]) == 2

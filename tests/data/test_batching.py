@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from transformer.data.batching import BatchIterator
+from transformer.data.batching import BatchIterator, length_sorted_batches
 from transformer.data.dataset import ParallelDataset
 
 PAD, BOS, EOS = 0, 2, 3
@@ -152,3 +152,16 @@ def test_bad_arguments_raise():
     iterator = BatchIterator(data, 400)
     with pytest.raises(ValueError, match="outside epoch"):
         iterator.load_state_dict({"epoch": 1, "index": 10_000})
+
+
+def test_length_sorted_batches_cover_every_index_within_budget():
+    lengths = [5, 1, 9, 3, 3, 12, 7, 2, 20]
+    batches = length_sorted_batches(lengths, max_tokens=12)
+    assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
+    for batch in batches:
+        longest = max(lengths[i] for i in batch)
+        assert len(batch) * longest <= 12 or len(batch) == 1
+        assert lengths[batch[0]] == longest
+    assert [lengths[b[0]] for b in batches] == sorted(
+        (lengths[b[0]] for b in batches), reverse=True
+    )

@@ -12,7 +12,7 @@ import torch
 from transformer.cpu import onednn
 from transformer.decode.beam_search import beam_search
 from transformer.decode.greedy import greedy_search
-from transformer.decode.translator import Translator, length_sorted_batches
+from transformer.decode.translator import Translator
 
 
 def reference_translation(model, tokenizer, sentence, **settings) -> list[tuple[str, float]]:
@@ -21,19 +21,6 @@ def reference_translation(model, tokenizer, sentence, **settings) -> list[tuple[
     with torch.no_grad():
         hypotheses = beam_search(model, src, **settings)[0]
     return [(tokenizer.decode(h.tokens), h.score) for h in hypotheses]
-
-
-def test_length_sorted_batches_cover_every_index_within_budget():
-    lengths = [5, 1, 9, 3, 3, 12, 7, 2, 20]
-    batches = length_sorted_batches(lengths, max_tokens=12)
-    assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
-    for batch in batches:
-        longest = max(lengths[i] for i in batch)
-        assert len(batch) * longest <= 12 or len(batch) == 1
-        assert lengths[batch[0]] == longest
-    assert [lengths[b[0]] for b in batches] == sorted(
-        (lengths[b[0]] for b in batches), reverse=True
-    )
 
 
 def test_translate_equals_each_sentence_alone_in_input_order(
@@ -221,3 +208,27 @@ def test_translator_refuses_onednn_for_a_half_precision_model(
     monkeypatch.setattr(onednn, "x86_64", lambda: True)
     assert not Translator(model, tiny_tokenizer).onednn  # "auto" leaves it to torch
     assert Translator(tiny_model.float(), tiny_tokenizer, linear_kernel="onednn").onednn
+
+
+@pytest.mark.parametrize("greedy, beams", [(True, 1), (False, 3)])
+def test_weights_are_packed_for_the_rows_a_step_decodes(
+    translation_model, synthetic_tokenizer, synthetic_sentences, monkeypatch, greedy, beams
+):
+    """rows = sentences of the largest batch x beams (the rows of one decoding step)."""
+    from transformer.decode import translator as translator_module
+
+    seen = []
+    real = translator_module.prepacked_weights
+
+    def spy(model, rows=None):
+        seen.append(rows)
+        return real(model, rows)
+
+    monkeypatch.setattr(translator_module, "prepacked_weights", spy)
+    sentences = synthetic_sentences(5, seed=3)
+    lengths = [len(ids) for ids in synthetic_tokenizer.encode_batch(sentences)]
+    max_tokens = 2 * max(lengths)
+    batches = translator_module.length_sorted_batches(lengths, max_tokens)
+    translator = Translator(translation_model, synthetic_tokenizer)
+    translator.translate(sentences, beam_size=3, greedy=greedy, max_tokens=max_tokens)
+    assert seen == [max(len(batch) for batch in batches) * beams]

@@ -6,9 +6,10 @@ Exit status of every command (`run`, which every `main` calls):
 - 2 when the command line itself is wrong: argparse's own errors, an option value out of range
   or at odds with another option or with the model it names (`--beam-size 0`, `--nbest 5` with
   a beam of 4, `--layer 9` of a 6-layer model), an empty file name (`--output ""`), two
-  outputs naming one file, an invalid config file, key or override, an unknown or absent
-  `--device`. Printed as argparse prints its errors: the usage line, then one line
-  `PROG: error: ...`. The commands raise `UsageError` for these;
+  outputs naming one file, a missing or invalid config file (`--config` is part of the
+  command line), key or override, an unknown or absent `--device`. Printed as argparse
+  prints its errors: the usage line, then one line `PROG: error: ...`. The commands raise
+  `UsageError` for these;
 - 1 when the command could not do its work: a missing or unreadable input file, an output that
   cannot be written or would overwrite an input, a bad checkpoint, a failed download, a
   non-finite training loss, data problems found while preparing. Printed as one line
@@ -30,6 +31,7 @@ from pathlib import Path
 
 import torch
 
+from transformer.cpu.onednn import LINEAR_KERNELS
 from transformer.data.corpus import decode_lines
 from transformer.decode.config import LENGTH_PENALTY_STYLES, DecodeConfig
 from transformer.device import resolve_device
@@ -199,6 +201,13 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-tokens", type=int, help="source tokens per batch (4096)")
     group.add_argument(
         "--device", default="auto", help="cpu, cuda, cuda:N or auto (cuda when available)"
+    )
+    group.add_argument(
+        "--linear-kernel",
+        choices=LINEAR_KERNELS,
+        default="auto",
+        help="float32 CPU products: auto (oneDNN on x86-64 CPUs), onednn, or torch "
+        "(torch.nn.functional.linear, for like-for-like comparisons)",
     )
 
 

@@ -175,7 +175,9 @@ def _evaluate(args: argparse.Namespace) -> None:
 
         src_lines = read_lines(src_path)
         check_line_counts(src_path, src_lines, refs)
-        translator = Translator.from_checkpoint(args.checkpoint, device=device)
+        translator = Translator.from_checkpoint(
+            args.checkpoint, device=device, linear_kernel=args.linear_kernel
+        )
         decode = decoding_config(args, translator.config.decode)
         settings = dict(dataclasses.asdict(decode), greedy=args.greedy)
         warn_capped_lines("transformer-evaluate", translator, src_lines, settings)

@@ -104,7 +104,9 @@ def _translate(args: argparse.Namespace) -> None:
     from transformer.decode.translator import Translator
 
     lines = read_lines(args.input) if args.input is not None else read_stdin_lines()
-    translator = Translator.from_checkpoint(args.checkpoint, device=device)
+    translator = Translator.from_checkpoint(
+        args.checkpoint, device=device, linear_kernel=args.linear_kernel
+    )
     decode = decoding_config(args, translator.config.decode)
     _check_nbest(decode, args.nbest)  # against the checkpoint's beam when --beam-size is unset
     settings = dict(dataclasses.asdict(decode), greedy=args.greedy)

@@ -1,4 +1,5 @@
-"""Token-based batching grouped by length (section 5.1 of the paper), sharded and resumable.
+"""Token-based batching grouped by length (section 5.1 of the paper), sharded and resumable;
+and `length_sorted_batches`, the same idea for the sentences a translation call decodes.
 
 "Sentence pairs were batched together by approximate sequence length. Each training batch
 contained a set of sentence pairs containing approximately 25000 source tokens and 25000
@@ -16,7 +17,7 @@ two ranks see (rank 0: batch 0, rank 1: batch 1), and every rank has the same co
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -207,4 +208,29 @@ def _cut(order: np.ndarray, src_len: list[int], tgt_len: list[int], max_tokens: 
             batches.append(order[start:i])
             start, longest_src, longest_tgt = i, s, t
     batches.append(order[start:])
+    return batches
+
+
+def length_sorted_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
+    """Group sentence indices into batches of at most `max_tokens` padded source tokens.
+
+    Sentences are sorted by length, longest first (ties keep input order), and a batch of b
+    sentences whose longest has L tokens costs b * L. A sentence longer than `max_tokens` gets
+    a batch of its own.
+
+    Args:
+        lengths: Token count of each sentence.
+        max_tokens: Budget per batch (at least 1, as `DecodeConfig` checks).
+
+    Returns:
+        Lists of indices into `lengths`; every index appears exactly once.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    for index in order:
+        # sorted longest first, so the first sentence of a batch is its longest
+        if batches and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= max_tokens:
+            batches[-1].append(index)
+        else:
+            batches.append([index])
     return batches

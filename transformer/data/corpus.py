@@ -248,8 +248,6 @@ def read_parallel(spec: str, source_lang: str, target_lang: str) -> ParallelText
     Raises:
         FileNotFoundError, ValueError: see `read_local` and `read_hf`.
     """
-    if source_lang == target_lang:
-        raise ValueError(f"source_lang and target_lang are both {source_lang!r}")
-    if spec.startswith(HF_PREFIX):
+    if spec.startswith(HF_PREFIX):  # DataConfig checked that the two languages differ
         return read_hf(spec, source_lang, target_lang)
     return read_local(spec, source_lang, target_lang)

@@ -134,6 +134,7 @@ def beam_search(
         if len(keep) < n:
             kept = torch.tensor(keep, dtype=torch.long, device=device)
             kept_rows = (kept.unsqueeze(1) * K + torch.arange(K, device=device)).view(-1)
+            # (n', 1) * K + (K,) -> (n', K) -> (n' * K,): the beam rows of the kept sentences
             rows, tokens, history = rows[kept_rows], tokens[kept_rows], history[kept_rows]
             scores = scores[kept]
             live = [live[i] for i in keep]

@@ -23,6 +23,7 @@ import torch
 from tqdm import tqdm
 
 from transformer.cpu.onednn import onednn_linear_layers, prepacked_weights, use_onednn
+from transformer.data.batching import length_sorted_batches
 from transformer.decode.beam_search import beam_search
 from transformer.decode.config import DecodeConfig
 from transformer.decode.greedy import greedy_search
@@ -74,31 +75,6 @@ def _eval_mode(model: torch.nn.Module) -> Iterator[None]:
         model.train(was_training)
 
 
-def length_sorted_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
-    """Group sentence indices into batches of at most `max_tokens` padded source tokens.
-
-    Sentences are sorted by length, longest first (ties keep input order), and a batch of b
-    sentences whose longest has L tokens costs b * L. A sentence longer than `max_tokens` gets
-    a batch of its own.
-
-    Args:
-        lengths: Token count of each sentence.
-        max_tokens: Budget per batch (at least 1, as `DecodeConfig` checks).
-
-    Returns:
-        Lists of indices into `lengths`; every index appears exactly once.
-    """
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    batches: list[list[int]] = []
-    for index in order:
-        # sorted longest first, so the first sentence of a batch is its longest
-        if batches and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= max_tokens:
-            batches[-1].append(index)
-        else:
-            batches.append([index])
-    return batches
-
-
 class Translator:
     """A model plus its tokenizer, translating lists of raw sentences.
 
@@ -134,8 +110,15 @@ class Translator:
         self.config = config
 
     @classmethod
-    def from_checkpoint(cls, path: str | Path, device: str | torch.device = "cpu") -> Translator:
+    def from_checkpoint(
+        cls, path: str | Path, device: str | torch.device = "cpu", linear_kernel: str = "auto"
+    ) -> Translator:
         """Load a checkpoint written by training or averaging (see `load_checkpoint`).
+
+        Args:
+            path: The checkpoint file.
+            device: As in `Translator`.
+            linear_kernel: As in `Translator`; a choice of this machine, never the checkpoint's.
 
         Raises:
             FileNotFoundError, ValueError: a missing file, a file that is not a checkpoint, or
@@ -144,7 +127,7 @@ class Translator:
         from transformer.checkpoint import load_checkpoint
 
         model, tokenizer, config = load_checkpoint(path, device=device)
-        return cls(model, tokenizer, device=device, config=config)
+        return cls(model, tokenizer, device=device, config=config, linear_kernel=linear_kernel)
 
     def translate(
         self,
@@ -258,7 +241,8 @@ class Translator:
                 return [[h] for h in greedy_search(self.model, src, **settings)]
             return beam_search(self.model, src, beam_size=decode.beam_size, nbest=nbest, **settings)
 
-        return self._search(sentences, search, decode.max_tokens, progress)
+        beams = 1 if nbest is None else decode.beam_size
+        return self._search(sentences, search, decode.max_tokens, progress, beams)
 
     def _detokenize(self, hypothesis: Hypothesis) -> str:
         return self.tokenizer.decode(hypothesis.tokens)
@@ -269,8 +253,12 @@ class Translator:
         search: Callable[[torch.Tensor], list[list[Hypothesis]]],
         max_tokens: int,
         progress: bool,
+        beams: int,
     ) -> list[list[Hypothesis] | None]:
         """Encode, batch by length, run `search` on each batch, restore input order.
+
+        The weights are prepacked once for all batches when a decoding step of the largest
+        batch has enough rows (sentences x `beams`) for it to pay (`prepacked_weights`).
 
         Returns:
             One list of hypotheses per sentence; None for sentences without source tokens.
@@ -280,14 +268,16 @@ class Translator:
         encoded = self.tokenizer.encode_batch([sentences[i] for i in non_empty])
         todo = [(i, ids) for i, ids in zip(non_empty, encoded, strict=True) if ids]
         pad_id = self.model.config.pad_id
+        batches = length_sorted_batches([len(ids) for _, ids in todo], max_tokens)
+        rows = max((len(batch) for batch in batches), default=0) * beams  # rows per step
         with (
             _eval_mode(self.model),
             onednn_linear_layers(self.model, enabled=self.onednn),
-            prepacked_weights(self.model, len(todo)),  # once for all batches, if worth it
+            prepacked_weights(self.model, rows),  # once for all batches, if worth it
             tqdm(total=len(sentences), disable=not progress, unit="sent") as bar,
         ):
             bar.update(len(sentences) - len(todo))
-            for batch in length_sorted_batches([len(ids) for _, ids in todo], max_tokens):
+            for batch in batches:
                 longest = len(todo[batch[0]][1])
                 src = torch.full((len(batch), longest), pad_id, dtype=torch.long)
                 for row, k in enumerate(batch):

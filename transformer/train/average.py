@@ -1,11 +1,7 @@
-"""`transformer-average`: average the weights of several checkpoints (section 6.1 of the paper).
+"""Checkpoint averaging (section 6.1 of the paper); `transformer-average` is its command line.
 
 "For the base models, we used a single model obtained by averaging the last 5 checkpoints,
 which were written at 10-minute intervals. For the big models, we averaged the last 20."
-
-Usage:
-    transformer-average --inputs A.pt B.pt C.pt --output averaged.pt
-    transformer-average --last 5 --dir checkpoints/wmt14_en-de_base --output averaged.pt
 
 Floating-point tensors are averaged (summed in float64, divided once, cast back); integer
 tensors (buffers, counters) are copied from the newest checkpoint. Weights tied to each other

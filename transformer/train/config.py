@@ -69,7 +69,7 @@ class TrainConfig:
         early_stop_patience: Stop after this many validations without improvement; null = off.
         skip_nonfinite: Skip (and count) updates with a NaN/Inf loss instead of stopping.
         num_threads: torch.set_num_threads for CPU training, 1 to 1024; null = torch's default.
-        flush_denormal: torch.set_flush_denormal(True): CPUs slow down several times on
+        flush_denormal: torch.set_flush_denormal(True), a guard: CPUs compute slowly on
             denormal floats.
 
     Raises:
