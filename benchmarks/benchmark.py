@@ -303,8 +303,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--no-hf", action="store_true", help="skip Hugging Face (not installed)")
-    parser.add_argument("--peak-tflops", type=float, help="GPU peak bf16 TFLOP/s (item 4)")
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--peak-tflops",
+        type=float,
+        help="GPU dense bf16 peak TFLOP/s for the MFU of item 4 (default: the table of "
+        "transformer/train/flops.py, by exact GPU name)",
+    )
+    args = parser.parse_args(argv)
+    if args.peak_tflops is not None and not 0 < args.peak_tflops < float("inf"):
+        parser.error(f"--peak-tflops ({args.peak_tflops}) must be a positive number")
+    return args
 
 
 def main(argv: list[str] | None = None, plan: Plan | None = None) -> int:

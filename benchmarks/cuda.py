@@ -3,13 +3,13 @@
 Our base and big models train in bf16 autocast with fused SDPA attention and `torch.compile`,
 on full-length random batches (no padding, so the FLOP count below is exact).
 
-MFU = achieved training FLOP/s / the GPU's peak dense bf16 FLOP/s. Training FLOPs per step
-count 6 x (matmul parameters x the tokens they process) plus attention: the encoder layers see
-the B*S source tokens, the decoder layers and the output projection the B*T target tokens, and
-each attention product (Q K^T and weights x V) costs 2 * 2 * D FLOPs per query-key pair per
-layer forward, x 3 for forward + backward (encoder S*S, decoder self T*T counted in full, cross
-T*S). Embedding lookups, LayerNorm, softmax and biases are not counted (the usual convention,
-Kaplan et al., 2020; Chowdhery et al., 2022, appendix B).
+MFU = achieved training FLOP/s / the GPU's peak dense bf16 FLOP/s. The FLOPs per step are
+those the training logs use, `transformer.train.flops.training_flops`: 6 x (matmul weights x
+the tokens they process) plus 3 x 2 x 2 x D per query-key pair per layer (encoder S*S, decoder
+self T*T counted in full, cross T*S); embeddings, LayerNorm, softmax and biases not counted
+(Kaplan et al., 2020; Chowdhery et al., 2022, appendix B). The peak is the table's entry for
+the exact GPU model (`transformer.train.flops.PEAK_TFLOPS`) or `--peak-tflops`; a GPU missing
+from both gets tokens/s and no MFU.
 """
 
 from __future__ import annotations
@@ -21,9 +21,7 @@ import torch
 
 from benchmarks.engines import BOS_ID, EOS_ID, FIRST_WORD_ID, Dims, Engine
 from benchmarks.report import ratio_summary, summary
-
-# Dense (no sparsity) bf16 tensor-core peaks from the vendors' data sheets, TFLOP/s.
-PEAK_BF16_TFLOPS = {"H200": 989.4, "H100": 989.4, "A100": 312.0}
+from transformer.train.flops import PEAK_TFLOPS, peak_tflops, training_flops
 
 CONFIGS = {
     "base": Dims(),
@@ -31,42 +29,9 @@ CONFIGS = {
 }
 
 
-def training_flops(dims: Dims, batch_size: int, src_length: int, tgt_length: int) -> float:
-    """FLOPs of one training step (forward + backward) by the convention of the module doc.
-
-    Args:
-        dims: Model sizes.
-        batch_size: B sentences.
-        src_length, tgt_length: S and T, with no padding.
-
-    Returns:
-        FLOPs per step.
-    """
-    D, F, V, N = dims.d_model, dims.d_ff, dims.vocab_size, dims.n_layers
-    encoder_layer = 4 * D * D + 2 * D * F  # W^Q, W^K, W^V, W^O and the two FFN matrices
-    decoder_layer = 8 * D * D + 2 * D * F  # self- and cross-attention, FFN
-    src_tokens, tgt_tokens = batch_size * src_length, batch_size * tgt_length
-    dense = 6 * (N * encoder_layer * src_tokens + (N * decoder_layer + V * D) * tgt_tokens)
-    pairs = src_length**2 + tgt_length**2 + tgt_length * src_length  # per sentence, per layer
-    attention = 3 * 2 * 2 * D * N * batch_size * pairs
-    return float(dense + attention)
-
-
-def peak_tflops(device_name: str, override: float | None) -> float:
-    """The GPU's dense bf16 peak, from `override` or the table.
-
-    Raises:
-        ValueError: for a GPU missing from the table when no override is given.
-    """
-    if override is not None:
-        return override
-    for key, value in PEAK_BF16_TFLOPS.items():
-        if key in device_name:
-            return value
-    raise ValueError(
-        f"no peak bf16 FLOP/s known for GPU {device_name!r}; pass --peak-tflops "
-        f"(known: {', '.join(PEAK_BF16_TFLOPS)})"
-    )
+def bf16_peak_tflops(device_name: str, override: float | None) -> float | None:
+    """The GPU's dense bf16 peak in TFLOP/s: `override`, else the table's, else None."""
+    return override if override is not None else peak_tflops(device_name, "bf16")
 
 
 def full_length_batch(batch_size: int, length: int, vocab_size: int, seed: int) -> dict:
@@ -85,7 +50,7 @@ def measure_mfu(
     length: int,
     warmup_steps: int,
     steps: int,
-    peak: float,
+    peak: float | None,
     device: str = "cuda",
     compile_model: bool = True,
     bf16: bool = True,
@@ -93,13 +58,13 @@ def measure_mfu(
     """Train our model for `steps` timed steps; tokens/s, MFU and peak memory per step.
 
     Args:
-        peak: Peak FLOP/s of the device (FLOP/s, not TFLOP/s).
+        peak: Peak FLOP/s of the device (FLOP/s, not TFLOP/s), or None: no MFU.
         device, compile_model, bf16: "cuda" with torch.compile and bf16 for the real figure
             (the tests run it on the CPU without compile).
 
     Returns:
         {"step_seconds", "target_tokens_per_second", "mfu", "flops_per_step", "peak_memory_mib",
-        "parameters"} with per-step lists for the first three.
+        "parameters"} with per-step lists for the first three ("mfu" None without a peak).
     """
     from benchmarks.workers import peak_memory_mib, reset_peak_memory
 
@@ -108,12 +73,13 @@ def measure_mfu(
     engine.train(batch, warmup_steps, bf16=bf16)  # includes compilation
     reset_peak_memory(engine.device.type)
     timed = engine.train(batch, steps, bf16=bf16)
-    flops = training_flops(dims, batch_size, length, length)
+    lengths = [length] * batch_size  # every sentence full length: no padding
+    flops = training_flops(dims.model_config(), lengths, lengths)
     seconds = [s["seconds"] for s in timed]
     return {
         "step_seconds": seconds,
         "target_tokens_per_second": [s["tokens"] / s["seconds"] for s in timed],
-        "mfu": [flops / s / peak for s in seconds],
+        "mfu": None if peak is None else [flops / s / peak for s in seconds],
         "flops_per_step": flops,
         "peak_memory_mib": peak_memory_mib(engine.device.type),
         "parameters": engine.describe()["parameters"],
@@ -129,7 +95,15 @@ def run_cuda_benchmark(settings, quick: bool, peak_override: float | None) -> di
     if not torch.cuda.is_available():
         raise RuntimeError("--device cuda: no CUDA device is available")
     settings.apply()
-    peak = peak_tflops(torch.cuda.get_device_name(), peak_override) * 1e12
+    gpu = torch.cuda.get_device_name()
+    tflops = bf16_peak_tflops(gpu, peak_override)
+    if tflops is None:
+        print(
+            f"[benchmark] cuda: no peak bf16 FLOP/s known for {gpu!r} (known: "
+            f"{', '.join(PEAK_TFLOPS)}); MFU not reported, pass --peak-tflops for it",
+            flush=True,
+        )
+    peak = None if tflops is None else tflops * 1e12
     batch_size, length = (64, 64) if quick else (192, 128)
     warmup, steps = (3, 5) if quick else (5, 20)
     figures, ratio_stats, engines = {}, {}, {}
@@ -145,14 +119,16 @@ def run_cuda_benchmark(settings, quick: bool, peak_override: float | None) -> di
             [result["peak_memory_mib"]], "MiB (CUDA allocated)"
         )
         mfu = result["mfu"]
-        ratio_stats[f"mfu_{name}_bf16"] = ratio_summary(mfu, [1.0] * len(mfu))
-        print(f"[benchmark] cuda: {name} MFU median {statistics.median(mfu):.3f}", flush=True)
+        if mfu is not None:
+            ratio_stats[f"mfu_{name}_bf16"] = ratio_summary(mfu, [1.0] * len(mfu))
+            print(f"[benchmark] cuda: {name} MFU median {statistics.median(mfu):.3f}", flush=True)
+    peak_note = "no MFU (peak unknown)" if tflops is None else f"peak {tflops:.1f} TFLOP/s"
     return {
         "engines": engines,
         "figures": figures,
         "ratio_stats": ratio_stats,
         "dims_note": f"base and big, B={batch_size}, L={length} (no padding), bf16, SDPA, "
-        f"torch.compile; peak {peak / 1e12:.1f} TFLOP/s",
+        f"torch.compile; {peak_note}",
         "plan": {"batch_size": batch_size, "length": length, "warmup": warmup, "steps": steps},
         "cache_check": None,
     }

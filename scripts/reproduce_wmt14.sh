@@ -7,15 +7,21 @@
 # Needs:   network access (WMT14 through `datasets`, newstest2014 through sacreBLEU) and GPUs.
 #
 # Batch size: the paper's ~25000 source + ~25000 target tokens per update come from
-# train.tokens_per_update=25000 in the config; update_freq is derived as
-# ceil(25000 / (max_tokens x GPUs)). max_tokens counts padding, so a little more than 25000 real
-# tokens per side are seen. Pick max_tokens by GPU count (and memory):
-#   1 GPU:  train.max_tokens=8192  -> update_freq 4 (on an 80 GB+ GPU, 25000 -> update_freq 1)
-#   4 GPUs: train.max_tokens=6250  -> update_freq 1
-#   8 GPUs: train.max_tokens=3200  -> update_freq 1 (the paper: 8 P100s)
+# train.tokens_per_update=25000 in the config. train.max_tokens (8192) is only the largest
+# micro-batch one GPU takes; the trainer derives update_freq and the micro-batch size for the
+# number of GPUs so that every GPU count lands on 25000 (1 GPU: 4 x 6250; 8 GPUs: 1 x 3125)
+# and prints the effective figure at the start. On a GPU with much memory, raise
+# train.max_tokens (e.g. 25000 on 80 GB+ gives update_freq 1 on one GPU).
+#
+# Steps: 0. transformer-prepare (the data before any GPU process starts: no collective of the
+# job waits on it); 1. training under torch.distributed.run, also on one GPU (the same NCCL
+# code as on eight); 2. averaging; 3. decoding and scoring newstest2014.
 #
 # Environment (all optional):
-#   NGPUS       processes to start (default: number of GPUs that nvidia-smi lists, else 1)
+#   PYTHON      the Python to run (default: python); torchrun is run as $PYTHON -m
+#               torch.distributed.run, so it is the torch of that Python
+#   NGPUS       processes to start (default: the GPUs this Python's torch sees, which honours
+#               CUDA_VISIBLE_DEVICES; 1 when there is none)
 #   RUN_DIR     run directory (default: checkpoints/wmt14_en-de_<size>)
 #   TEST_SRC, TEST_REF   local newstest2014 files instead of sacreBLEU's wmt14/full download,
 #               e.g. $TRANSFORMER_DATA_DIR/wmt14-en-de/newstest2014.{en,de}
@@ -33,19 +39,19 @@ cd "$(dirname "$0")/.."
 python=${PYTHON:-python}
 run_dir=${RUN_DIR:-checkpoints/wmt14_en-de_$size}
 if [ -z "${NGPUS:-}" ]; then
-  NGPUS=$( (nvidia-smi -L 2>/dev/null || true) | grep -c '^GPU' || true)
+  NGPUS=$("$python" -c 'import torch; print(torch.cuda.device_count())')
   [ "$NGPUS" -ge 1 ] || NGPUS=1
 fi
 
-echo "== 1. data + joint BPE (37000) + training: configs/$size.yaml on $NGPUS process(es)"
-# The config reads WMT14 through datasets (data.train: hf:wmt14:de-en:train), trains the
-# SentencePiece model in the run directory, and writes a checkpoint every 10 minutes.
 train_args=(--config "configs/$size.yaml" "train.output_dir=$run_dir" "train.keep_last=$average_last" "$@")
-if [ "$NGPUS" -gt 1 ]; then
-  torchrun --nproc_per_node "$NGPUS" -m transformer.cli.train "${train_args[@]}"
-else
-  "$python" -m transformer.cli.train "${train_args[@]}"
-fi
+echo "== 0. data + joint BPE (37000): transformer-prepare into $run_dir"
+# The config reads WMT14 through datasets (data.train: hf:wmt14:de-en:train) and trains the
+# SentencePiece model in the run directory; a rerun reuses both.
+"$python" -m transformer.cli.prepare "${train_args[@]}"
+
+echo "== 1. training: configs/$size.yaml on $NGPUS process(es), a checkpoint every 10 minutes"
+"$python" -m torch.distributed.run --standalone --nproc_per_node "$NGPUS" \
+  -m transformer.cli.train "${train_args[@]}"
 
 echo "== 2. average the last $average_last checkpoints"
 "$python" -m transformer.cli.average --last "$average_last" --dir "$run_dir" \

@@ -25,6 +25,18 @@ def test_tiny_config_is_small():
     assert config.model.n_encoder_layers == config.model.n_decoder_layers == 2
 
 
+@pytest.mark.parametrize("name", ["base", "big"])
+def test_the_paper_configs_checkpoint_by_time_and_hold_25000_tokens_on_any_gpu_count(name):
+    """Section 6.1: checkpoints at 10-minute intervals (averaging the last 5 / 20 averages the
+    same stretch of training however fast the GPUs), ~25000 tokens per side per update."""
+    config = load_config(CONFIGS / f"{name}.yaml")
+    train = config.train
+    assert not train.save_interval_steps and train.save_interval_minutes == 10
+    for gpus in range(1, 9):
+        plan = train.batch_plan(gpus, longest=config.data.max_len + 1)
+        assert 25000 <= plan.tokens_per_update <= 1.1 * 25000, (gpus, plan)
+
+
 def test_overrides_are_parsed_as_yaml_and_type_checked():
     config = config_from_dict(
         {"train": {"max_steps": 5}},

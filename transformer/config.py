@@ -215,14 +215,8 @@ def config_from_dict(
     return Config(**built)
 
 
-def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
-    """Read a YAML config file and apply dotted overrides (see `config_from_dict`).
-
-    Raises:
-        FileNotFoundError: when `path` does not exist.
-        ValueError: on YAML syntax errors or invalid keys/values, naming the file.
-    """
-    path = Path(path)
+def _read_yaml(path: Path) -> dict:
+    """The top-level mapping of a YAML config file."""
     if not path.is_file():
         raise FileNotFoundError(f"config file not found: {path}")
     try:
@@ -233,7 +227,49 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
         raise ValueError(f"{path}: invalid YAML: {_yaml_problem(error)}") from error
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: top level must be a mapping of sections")
-    return config_from_dict(raw, overrides, source=str(path))
+    return raw
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
+    """Read a YAML config file and apply dotted overrides (see `config_from_dict`).
+
+    Raises:
+        FileNotFoundError: when `path` does not exist.
+        ValueError: on YAML syntax errors or invalid keys/values, naming the file.
+    """
+    return config_from_dict(_read_yaml(Path(path)), overrides, source=str(path))
+
+
+def default_keys(path: str | Path, overrides: list[str] | None = None) -> list[str]:
+    """The `section.key` names that neither the file nor an override sets (call after
+    `load_config` has accepted both): what a run takes from the dataclasses' defaults.
+
+    Raises:
+        FileNotFoundError, ValueError: as `load_config`.
+    """
+    raw = _read_yaml(Path(path))
+    given = {(name, key) for name, values in raw.items() for key in (values or {})}
+    given |= {_parse_override(text)[:2] for text in overrides or []}
+    sections = typing.get_type_hints(Config)
+    return [
+        f"{section}.{key.name}"
+        for section, cls in sections.items()
+        for key in dataclasses.fields(cls)
+        if (section, key.name) not in given
+    ]
+
+
+def format_config(config: Config, defaults: list[str] = ()) -> str:
+    """The config as YAML (what `load_config` reads back), `# default` after the keys in
+    `defaults`."""
+    lines = []
+    for section, values in config_to_dict(config).items():
+        lines.append(f"{section}:")
+        for key, value in values.items():
+            text = yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...")
+            mark = "  # default" if f"{section}.{key}" in defaults else ""
+            lines.append(f"  {key}: {text.strip()}{mark}")
+    return "\n".join(lines) + "\n"
 
 
 def config_to_dict(config: Config) -> dict:

@@ -188,21 +188,53 @@ def test_json_report_with_hugging_face_has_its_ratios(tmp_path):
 
 
 def test_training_flops_count_the_models_matmul_weights():
-    """6 x (weights of every Linear x the tokens it sees) + attention, from the real model."""
-    from benchmarks.cuda import training_flops
+    """6 x (weights of every Linear x the tokens it sees) + attention, from the real model;
+    the benchmark's count is the training logs' one (transformer/train/flops.py)."""
+    import benchmarks.cuda
+    import transformer.train.flops
 
+    assert benchmarks.cuda.training_flops is transformer.train.flops.training_flops
     model = Transformer(TINY.model_config())
     B, S, T = 3, 7, 5
-    encoder = sum(
-        m.weight.numel() for m in model.encoder.modules() if isinstance(m, torch.nn.Linear)
+
+    def weights(module, keep=lambda name: True) -> int:
+        return sum(
+            m.weight.numel()
+            for name, m in module.named_modules()
+            if isinstance(m, torch.nn.Linear) and keep(name)
+        )
+
+    encoder = weights(model.encoder)
+    # cross-attention W^K and W^V project the encoder output: source tokens
+    on_memory = weights(
+        model.decoder, lambda name: name.endswith(("cross_attn.k_proj", "cross_attn.v_proj"))
     )
-    decoder = sum(
-        m.weight.numel() for m in model.decoder.modules() if isinstance(m, torch.nn.Linear)
-    )
+    decoder = weights(model.decoder) - on_memory
     projection = model.output_projection.weight.numel()
-    dense = 6 * (encoder * B * S + (decoder + projection) * B * T)
+    dense = 6 * ((encoder + on_memory) * B * S + (decoder + projection) * B * T)
     attention = 3 * 4 * TINY.d_model * TINY.n_layers * B * (S * S + T * T + T * S)
-    assert training_flops(TINY, B, S, T) == dense + attention
+    assert benchmarks.cuda.training_flops(TINY.model_config(), [S] * B, [T] * B) == (
+        dense + attention
+    )
+
+
+def test_the_peak_is_the_exact_models_or_the_override():
+    from benchmarks.cuda import bf16_peak_tflops
+
+    assert bf16_peak_tflops("NVIDIA H100 PCIe", None) == 756.0  # not the SXM's 989.4
+    assert bf16_peak_tflops("NVIDIA H100 PCIe", 700.0) == 700.0
+    assert bf16_peak_tflops("NVIDIA B200", None) is None  # unknown: tokens/s, no MFU
+    assert bf16_peak_tflops("NVIDIA B200", 2250.0) == 2250.0
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf"])
+def test_peak_tflops_must_be_a_positive_number(value, capsys):
+    from benchmarks.benchmark import parse_args
+
+    assert parse_args(["--peak-tflops", "312"]).peak_tflops == 312.0
+    with pytest.raises(SystemExit):
+        parse_args(["--peak-tflops", value])
+    assert "--peak-tflops" in capsys.readouterr().err
 
 
 def test_mfu_measurement_runs_on_cpu_without_compile():
@@ -211,3 +243,34 @@ def test_mfu_measurement_runs_on_cpu_without_compile():
     result = measure_mfu(TINY, 2, 6, 1, 2, peak=1e12, device="cpu", compile_model=False, bf16=False)
     assert len(result["mfu"]) == 2 and all(0 < m < 1 for m in result["mfu"])
     assert result["target_tokens_per_second"][0] > 0
+    unknown = measure_mfu(TINY, 2, 6, 1, 1, None, device="cpu", compile_model=False, bf16=False)
+    assert unknown["mfu"] is None and unknown["target_tokens_per_second"][0] > 0
+
+
+def test_an_unknown_gpu_gets_tokens_per_second_and_no_mfu(monkeypatch, capsys):
+    """run_cuda_benchmark with a faked CUDA device and a faked measurement."""
+    import benchmarks.cuda as cuda
+
+    peaks = []
+
+    def fake_measure(dims, batch_size, length, warmup, steps, peak):
+        peaks.append(peak)
+        mfu = None if peak is None else [0.5, 0.5]
+        return {
+            "step_seconds": [1.0, 1.0],
+            "target_tokens_per_second": [100.0, 100.0],
+            "mfu": mfu,
+            "peak_memory_mib": 1.0,
+            "parameters": 1,
+        }
+
+    monkeypatch.setattr(cuda.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(cuda.torch.cuda, "get_device_name", lambda: "NVIDIA B200")
+    monkeypatch.setattr(cuda, "measure_mfu", fake_measure)
+    settings = type("Settings", (), {"apply": lambda self: None})()
+    body = cuda.run_cuda_benchmark(settings, quick=True, peak_override=None)
+    assert peaks == [None, None] and body["ratio_stats"] == {}
+    assert "cuda_base_bf16_tokens_per_s" in body["figures"] and "no MFU" in body["dims_note"]
+    assert "no peak bf16 FLOP/s known for 'NVIDIA B200'" in capsys.readouterr().out
+    body = cuda.run_cuda_benchmark(settings, quick=True, peak_override=2250.0)
+    assert peaks[2:] == [2250.0e12, 2250.0e12] and "mfu_base_bf16" in body["ratio_stats"]

@@ -82,3 +82,34 @@ def test_an_invalid_yaml_config_is_a_one_line_usage_error(tmp_path, capsys):
     assert lines[0].startswith("usage: transformer-train")
     assert lines[-1].startswith(f"transformer-train: error: {config}: invalid YAML: ")
     assert lines[-1].endswith("(line 3, column 1)")  # where the problem is, on the same line
+
+
+def test_print_config_shows_the_resolved_config_with_defaults_marked(tmp_path, capsys):
+    """What --print-config prints loads back as the same config (the reference: load_config
+    of the file and overrides), and the keys neither sets are marked."""
+    path = tmp_path / "only.yaml"
+    path.write_text("model:\n  d_model: 64\n")
+    assert main(["--config", str(path), "--print-config", "train.max_steps=7"]) == 0
+    text = capsys.readouterr().out
+    printed = tmp_path / "printed.yaml"
+    printed.write_text(text)
+    assert load_config(printed) == load_config(path, ["train.max_steps=7"])
+    lines = text.splitlines()
+    assert "  d_model: 64" in lines and "  max_steps: 7" in lines  # set: no mark
+    assert "  n_encoder_layers: 6  # default" in lines and "  d_ff: 2048  # default" in lines
+    assert not (tmp_path / "checkpoints").exists()  # nothing trained
+
+
+def test_every_run_names_the_model_keys_it_takes_from_defaults(tmp_path, tiny_run, capsys):
+    path = tmp_path / "only.yaml"
+    path.write_text("model:\n  d_model: 32\n  n_heads: 2\n")
+    argv = ["--config", str(path), *tiny_run.fast, f"train.output_dir={tmp_path / 'run'}"]
+    argv += ["data.train=multi30k/val", "data.vocab_size=300", "train.max_steps=1"]
+    argv += ["train.max_tokens=512", "train.device=cpu", "model.n_encoder_layers=1"]
+    argv += ["model.n_decoder_layers=1", "model.d_ff=64"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    (line,) = [x for x in (captured.out + captured.err).splitlines() if "from defaults" in x]
+    assert line.startswith(f"config {path}: model and data keys from defaults: ")
+    assert "model.dropout=0.1" in line and "data.max_len=256" in line
+    assert "model.d_model" not in line and "model.n_encoder_layers" not in line

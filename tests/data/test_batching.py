@@ -165,3 +165,47 @@ def test_length_sorted_batches_cover_every_index_within_budget():
     assert [lengths[b[0]] for b in batches] == sorted(
         (lengths[b[0]] for b in batches), reverse=True
     )
+
+
+@pytest.mark.parametrize("max_tokens", [64, 500])
+def test_padding_to_a_multiple_keeps_the_budget_and_the_contents(max_tokens):
+    data = make_dataset(300)
+    plain = {tuple(b.indices) for b in BatchIterator(data, max_tokens, seed=2).epoch(1)}
+    padded = all_batches(BatchIterator(data, max_tokens, seed=2, pad_to_multiple=8))
+    for batch in padded:
+        (B, S), T_padded = batch.src.shape, batch.tgt_in.shape[1]
+        assert S % 8 == 0 and T_padded % 8 == 0 and B * max(S, T_padded) <= max_tokens
+        longest = max(len(data[int(i)][0]) for i in batch.indices)
+        assert S - 8 < longest <= S  # no more than the multiple needs
+        assert batch.n_src_tokens == int(batch.src.ne(PAD).sum())
+        assert batch.n_tgt_tokens == int(batch.tgt_out.ne(PAD).sum())
+        for row, index in enumerate(batch.indices):
+            src, tgt = (torch.from_numpy(x.astype(np.int64)) for x in data[int(index)])
+            assert torch.equal(batch.src[row, : len(src)], src)
+            assert (batch.src[row, len(src) :] == PAD).all()
+            T = len(tgt)
+            assert torch.equal(batch.tgt_out[row, :T], tgt) and batch.tgt_out[row, T] == EOS
+            assert (batch.tgt_out[row, T + 1 :] == PAD).all()
+    seen = np.sort(np.concatenate([b.indices for b in padded]))
+    np.testing.assert_array_equal(seen, np.arange(len(data)))
+    # The padded length counts against the budget, so batches can only get smaller.
+    assert len(padded) >= len(plain)
+
+
+def test_padding_to_a_multiple_is_checked():
+    data = make_dataset(50, max_len=40)  # the longest target + eos: up to 45 tokens
+    with pytest.raises(ValueError, match="pad_to_multiple"):
+        BatchIterator(data, 400, pad_to_multiple=0)
+    with pytest.raises(ValueError, match="padded to a multiple of 64"):
+        BatchIterator(data, 50, pad_to_multiple=64)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_pinned_batch_holds_the_same_tensors():
+    batch = next(iter(BatchIterator(make_dataset(50), 400)))
+    pinned = batch.pin_memory()
+    for name in ("src", "tgt_in", "tgt_out"):
+        assert getattr(pinned, name).is_pinned()
+        assert torch.equal(getattr(pinned, name), getattr(batch, name))
+    assert pinned.n_tgt_tokens == batch.n_tgt_tokens

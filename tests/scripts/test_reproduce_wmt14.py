@@ -124,3 +124,40 @@ def test_quickstart_end_to_end_with_a_relative_data_dir(tmp_path, shared_data, m
     done = subprocess.run(typo, cwd=REPO, env=env, capture_output=True, text=True)
     assert done.returncode != 0 and "test file not found" in done.stderr
     assert not (tmp_path / "r2").exists()
+
+
+STUB_PYTHON = """#!/usr/bin/env bash
+# Stands in for $PYTHON: answers the GPU count, logs every other command line.
+if [ "$1" = "-c" ]; then echo 3; exit 0; fi
+echo "$*" >> "$STUB_LOG"
+"""
+
+
+def test_the_script_prepares_first_then_runs_torchrun_of_its_python_on_every_visible_gpu(
+    tmp_path,
+):
+    """The GPU count comes from $PYTHON's torch (which honours CUDA_VISIBLE_DEVICES, unlike
+    `nvidia-smi -L`), torchrun is `$PYTHON -m torch.distributed.run` (not whatever torchrun
+    is on PATH), and the data are prepared before any training process starts."""
+    stub, log = tmp_path / "python", tmp_path / "calls.log"
+    stub.write_text(STUB_PYTHON)
+    stub.chmod(0o755)
+    env = {**os.environ, "PYTHON": str(stub), "STUB_LOG": str(log), "RUN_DIR": "r"}
+    env.pop("NGPUS", None)
+    result = subprocess.run(
+        ["bash", str(REPO / "scripts/reproduce_wmt14.sh"), "base", "train.seed=3"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    calls = log.read_text().splitlines()
+    config = "--config configs/base.yaml train.output_dir=r train.keep_last=5 train.seed=3"
+    assert calls[0] == f"-m transformer.cli.prepare {config}"
+    assert calls[1] == (
+        f"-m torch.distributed.run --standalone --nproc_per_node 3 -m transformer.cli.train "
+        f"{config}"
+    )
+    assert calls[2].startswith("-m transformer.cli.average --last 5 --dir r")
+    assert calls[3].startswith("-m transformer.cli.evaluate --checkpoint r/checkpoint_avg5.pt")

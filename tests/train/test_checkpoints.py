@@ -8,6 +8,9 @@ where it ends).
 from __future__ import annotations
 
 import re
+import threading
+import time
+from functools import partial
 
 import numpy as np
 import pytest
@@ -27,6 +30,7 @@ from transformer.train.config import TrainConfig
 from transformer.train.distributed import DistributedContext
 from transformer.train.optim import build_lr_schedule, build_optimizer
 from transformer.train.precision import grad_scaler
+from transformer.train.prefetch import Prefetcher
 from transformer.train.run_directory import RunDirectory
 from transformer.train.state import TrainState, capture_rng_state
 
@@ -183,9 +187,11 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def test_kill_9_and_resume_is_bit_identical(tmp_path, tiny_run):
+@pytest.mark.parametrize("deterministic", ["false", "true"])
+def test_kill_9_and_resume_is_bit_identical(tmp_path, tiny_run, deterministic):
     common = ["--config", str(tiny_run.config_path), *tiny_run.fast]
     common += ["train.max_steps=10", "train.save_interval_steps=5"]
+    common += [f"train.deterministic={deterministic}"]  # every op has a deterministic kernel
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     tiny_run.python(["-m", "transformer.train", *common, f"train.output_dir={straight}"])
     killed = tiny_run.python(
@@ -205,6 +211,45 @@ def test_kill_9_and_resume_is_bit_identical(tmp_path, tiny_run):
     steps = lambda records: [(r["step"], r["loss"], r["lr"]) for r in records]  # noqa: E731
     assert steps(tiny_run.records(straight)) == steps(tiny_run.records(resumed))
     assert [r["step"] for r in tiny_run.records(resumed)] == list(range(1, 11))
+
+
+def test_resuming_a_run_that_read_batches_ahead_is_bit_identical(tmp_path, tiny_run, monkeypatch):
+    """With the batch reading thread (a GPU's default, forced here on the CPU), a checkpoint
+    holds the position of the updates taken, not of the batches read ahead: a run stopped at
+    step 3 and resumed ends where an uninterrupted one ends."""
+    from transformer.train import trainer as trainer_module
+    from transformer.train.trainer import Trainer
+
+    monkeypatch.setattr(trainer_module, "Prefetcher", partial(Prefetcher, background=True))
+    save, saved = TrainingCheckpoints.save, []
+
+    def save_once_read_ahead(self, state, *args):
+        # Wait until the thread has read 3 updates (6 batches) ahead: 2 queued, 1 waiting.
+        taken, read = self.batches.state_dict, self.batches.batches.state_dict
+        deadline = time.monotonic() + 10
+        while read()["index"] != taken()["index"] + 6:
+            assert time.monotonic() < deadline, "the thread did not read ahead"
+            time.sleep(0.01)
+        saved.append((state.step, taken(), read()))
+        save(self, state, *args)
+
+    monkeypatch.setattr(TrainingCheckpoints, "save", save_once_read_ahead)
+    common = [*tiny_run.fast, "train.update_freq=2", "train.save_interval_steps=3"]
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    Trainer(tiny_run.load([*common, f"train.output_dir={straight}", "train.max_steps=6"])).train()
+    Trainer(tiny_run.load([*common, f"train.output_dir={resumed}", "train.max_steps=3"])).train()
+    assert saved[-1] == (3, {"epoch": 1, "index": 6}, {"epoch": 1, "index": 12})
+    assert read_checkpoint(resumed / "checkpoint_last.pt")["data_position"] == saved[-1][1]
+    Trainer(tiny_run.load([*common, f"train.output_dir={resumed}", "train.max_steps=6"])).train()
+
+    a = read_checkpoint(straight / "checkpoint_last.pt")
+    b = read_checkpoint(resumed / "checkpoint_last.pt")
+    assert a["step"] == b["step"] == 6 and a["data_position"] == b["data_position"]
+    for key, value in a["model"].items():
+        assert torch.equal(value, b["model"][key]), key
+    steps = lambda records: [(r["step"], r["loss"], r["lr"]) for r in records]  # noqa: E731
+    assert steps(tiny_run.records(straight)) == steps(tiny_run.records(resumed))
+    assert not [t for t in threading.enumerate() if t.name == "prefetch-batches"]  # closed
 
 
 def test_fresh_start_sets_the_earlier_run_aside(tmp_path, tiny_run):

@@ -53,20 +53,42 @@ def test_seed_and_thread_bounds_are_one_line_errors_and_the_bounds_themselves_ru
     torch.Generator().manual_seed(largest.seed)
 
 
-@pytest.mark.parametrize("world_size", [1, 2, 3, 8])
-@pytest.mark.parametrize("tokens_per_update", [1, 1000, 4096, 4097, 25000])
-def test_micro_batches_per_update_is_the_ceiling_of_tokens_over_the_world(
-    world_size, tokens_per_update
-):
-    train = TrainConfig(max_tokens=4096, tokens_per_update=tokens_per_update)
-    per_update = train.micro_batches_per_update(world_size)
-    # The smallest count whose micro-batches on all processes hold tokens_per_update tokens.
-    assert per_update * 4096 * world_size >= tokens_per_update
-    assert per_update == 1 or (per_update - 1) * 4096 * world_size < tokens_per_update
+@pytest.mark.parametrize("cap", [3200, 4096, 8192, 25000])
+def test_every_gpu_count_lands_within_10_percent_of_the_papers_25000_tokens(cap):
+    train = TrainConfig(max_tokens=cap, tokens_per_update=25000)
+    for world_size in range(1, 65):
+        plan = train.batch_plan(world_size, longest=257)
+        assert plan.max_tokens <= cap and plan.max_tokens >= 257
+        assert plan.world_size == world_size and plan.target == 25000
+        total = plan.max_tokens * plan.update_freq * world_size
+        assert plan.tokens_per_update == total
+        # No fewer tokens than the target, and within 10% of it.
+        assert 25000 <= total <= 1.1 * 25000, (world_size, plan)
+        # The fewest micro-batches that the cap allows.
+        assert plan.update_freq == 1 or (plan.update_freq - 1) * cap * world_size < 25000
+        assert "warning" not in plan.describe()
 
 
-def test_without_tokens_per_update_update_freq_is_used_as_given():
-    assert TrainConfig(update_freq=3).micro_batches_per_update(8) == 3
+def test_the_issues_examples_give_exactly_25000_tokens():
+    train = TrainConfig(max_tokens=8192, tokens_per_update=25000)
+    assert (train.batch_plan(8).max_tokens, train.batch_plan(8).update_freq) == (3125, 1)
+    assert (train.batch_plan(1).max_tokens, train.batch_plan(1).update_freq) == (6250, 4)
+    line = train.batch_plan(8).describe()
+    assert "up to 25,000 per side" in line and "max_tokens 3125 x update_freq 1 x 8" in line
+
+
+def test_a_plan_that_cannot_reach_the_target_says_so():
+    # 128 processes would take 196 tokens each, less than one pair of 257 tokens.
+    plan = TrainConfig(max_tokens=8192, tokens_per_update=25000).batch_plan(128, longest=257)
+    assert plan.max_tokens == 257 and plan.tokens_per_update == 257 * 128
+    assert plan.off_target == pytest.approx(257 * 128 / 25000 - 1)
+    assert "warning: 32% off the target" in plan.describe()
+
+
+def test_without_tokens_per_update_max_tokens_and_update_freq_are_used_as_given():
+    plan = TrainConfig(max_tokens=1000, update_freq=3).batch_plan(8, longest=300)
+    assert (plan.max_tokens, plan.update_freq, plan.target) == (1000, 3, None)
+    assert plan.off_target == 0.0 and "target" not in plan.describe()
 
 
 def test_tokens_per_update_and_update_freq_are_exclusive():

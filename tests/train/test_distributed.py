@@ -165,7 +165,7 @@ def test_under_torchrun_cuda_is_each_processs_own_gpu(monkeypatch, setting):
     calls = _torchrun_environment(monkeypatch, rank=1, gpus=2)
     context = init_distributed(setting)
     gpu = torch.device("cuda", 1)
-    assert context == DistributedContext(1, 2, 1, gpu)
+    assert context == DistributedContext(1, 2, 1, gpu, launched=True)
     assert calls == [("set", gpu), ("nccl", gpu)]
 
 
@@ -173,7 +173,7 @@ class _FailsOnRank1:
     """A stand-in for `Trainer`: rank 1 raises before its first update, while rank 0 waits in
     the update's first collective (the all-reduce of the token count) for rank 1."""
 
-    def __init__(self, config, context, resume) -> None:
+    def __init__(self, config, context, resume, prepared=None) -> None:
         self.context = context
 
     def train(self) -> None:
@@ -227,3 +227,88 @@ def test_an_error_on_one_process_ends_every_process_of_the_job_at_once(tiny_run)
                 process.kill()
     assert reported[1] == "RuntimeError"  # the injected error, not a hang in a barrier
     assert reported[0] != 0  # rank 0's collective failed: the job did not finish
+
+
+def test_torchrun_with_one_process_trains_through_the_process_group(tmp_path, tiny_run):
+    """One GPU must run the same collective code as eight: under torchrun a single process
+    joins a process group too (gloo here, NCCL on a GPU), trains through DDP, and matches a
+    run without torchrun exactly (DDP over one process averages over one)."""
+    common = ["--config", str(tiny_run.config_path), *tiny_run.fast, "train.max_steps=3"]
+    plain, launched = tmp_path / "plain", tmp_path / "torchrun"
+    tiny_run.python(["-m", "transformer.train", *common, f"train.output_dir={plain}"])
+    result = tiny_run.python(
+        ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1"]
+        + ["-m", "transformer.train", *common, f"train.output_dir={launched}"]
+    )
+    assert "x 1 process(es) (process group: gloo)" in result.stdout + result.stderr
+    a = read_checkpoint(plain / "checkpoint_last.pt")
+    b = read_checkpoint(launched / "checkpoint_last.pt")
+    assert b["world_size"] == 1
+    for key, value in a["model"].items():
+        assert torch.equal(value, b["model"][key]), key
+
+
+def _slow_preparation_job(
+    rank: int, world: int, port: int, config: str, output_dir: str, results
+) -> None:
+    """One process of a gloo job whose collectives time out after 3 s, while rank 0 spends
+    8 s preparing the data; reports `transformer-train`'s exit status."""
+    import datetime
+    import os
+    import time
+
+    import torch.distributed as dist
+
+    from transformer.cli import train
+    from transformer.train import run_data
+
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        WORLD_SIZE=str(world),
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+    )
+    torch.set_num_threads(1)
+    init = dist.init_process_group
+
+    def short_timeout(*args, **kwargs):
+        return init(*args, **{**kwargs, "timeout": datetime.timedelta(seconds=3)})
+
+    dist.init_process_group = short_timeout
+    prepare = run_data.prepare_data
+
+    def slow_prepare(*args, **kwargs):
+        if rank == 0:
+            time.sleep(8)
+        return prepare(*args, **kwargs)
+
+    run_data.prepare_data = slow_prepare
+    argv = ["--config", config, "train.device=cpu", "data.valid=null", "train.max_steps=2"]
+    try:
+        status = train.main([*argv, f"train.output_dir={output_dir}"])
+    except BaseException as error:  # noqa: B036 - what the process would exit with
+        status = type(error).__name__
+    results.put((rank, status))
+
+
+def test_a_preparation_longer_than_the_collective_timeout_does_not_stop_the_job(tmp_path, tiny_run):
+    """Before the fix rank 1 waited for rank 0's preparation in a barrier, which failed after
+    the group's timeout (3 s here, 10 minutes for NCCL); now it waits for rank 0's files, and
+    the group starts once both have the data."""
+    world, port = 2, _free_port()
+    spawn = mp.get_context("spawn")
+    results = spawn.Queue()
+    args = (world, port, str(tiny_run.config_path), str(tmp_path / "run"), results)
+    job = mp.start_processes(
+        _slow_preparation_job, args=args, nprocs=world, join=False, start_method="spawn"
+    )
+    try:
+        reported = dict(results.get(timeout=120) for _ in range(world))
+    finally:
+        for process in job.processes:
+            process.join(timeout=10)
+            if process.is_alive():
+                process.kill()
+    assert reported == {0: 0, 1: 0}
+    assert (tmp_path / "run" / "checkpoint_last.pt").is_file()

@@ -102,3 +102,16 @@ def test_huge_nll_gives_a_finite_perplexity():
     window = TrainWindow()
     window.add(1e6, 1e6, 1)
     assert math.isfinite(window.record(1, 0.1)["ppl"])
+
+
+def test_window_mfu_is_the_flops_per_second_over_the_peak(monkeypatch):
+    clock = iter([0.0, 4.0, 5.0, 9.0])
+    monkeypatch.setattr(metrics_log.time, "monotonic", lambda: next(clock))
+    window = TrainWindow()
+    window.add(1.0, 1.0, 10, flops=3e12)
+    window.add(1.0, 1.0, 10, flops=5e12)
+    record = window.record(step=2, lr=0.1, peak_flops=10e12)  # at 4 s
+    assert record["mfu"] == pytest.approx(8e12 / 4.0 / 10e12)
+    window.reset()  # at 5 s: the FLOPs start again from 0
+    window.add(1.0, 1.0, 10, flops=2e12)
+    assert "mfu" not in window.record(step=3, lr=0.1)  # at 9 s, no peak known: tokens/s only

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from transformer.train.precision import autocast, grad_scaler, resolve_precision
+from transformer.train.precision import allow_tf32, autocast, grad_scaler, resolve_precision
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 
@@ -63,3 +63,22 @@ def test_the_scaler_is_enabled_for_fp16_only(precision):
         assert scaler.scale(loss).item() == 2.0 * scaler.get_scale()
     else:
         assert scaler.scale(loss) is loss  # passed through unchanged
+
+
+@pytest.fixture
+def tf32_switches():
+    """The two `torch.backends` switches `allow_tf32` sets, restored after the test."""
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    yield lambda: (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+def test_tf32_is_allowed_for_cuda_products_only(tf32_switches):
+    a, b = torch.randn(64, 256), torch.randn(256, 64)
+    float32_product = a @ b
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    allow_tf32(CPU)
+    assert tf32_switches() == (False, False)
+    allow_tf32(CUDA)  # the switches exist, and may be set, without a GPU
+    assert tf32_switches() == (True, True)
+    assert torch.equal(a @ b, float32_product)  # CPU products keep float32 precision

@@ -1,7 +1,8 @@
 """Tests for transformer/train/progress.py: the training records and the clock of a run.
 
 References: the sums of the updates written by hand (the window's arithmetic itself is tested
-in test_metrics_log.py), and a fake `time.monotonic` for the clock.
+in test_metrics_log.py), and a fake `time.monotonic` for the clock; MFU = FLOPs / seconds /
+peak worked out by hand.
 """
 
 from __future__ import annotations
@@ -68,3 +69,29 @@ def test_only_rank_0_writes(tmp_path, clock):
     run.write(step=1, lr=0.1, epoch=1, skipped_updates=0, grad_norm=None)
     run.close()
     assert not metrics.path.exists() and run.bar.disable
+
+
+def test_mfu_uses_all_processes_flops_and_peak_and_shows_on_the_bar(tmp_path, clock):
+    metrics = MetricsLog(tmp_path / "metrics.jsonl")
+    run = TrainProgress(
+        metrics, max_steps=10, step=0, elapsed_seconds=0.0, is_main=True, peak_flops=4e12
+    )
+    run.add(_update(2.0, 2.0, 4), flops=6e12)
+    run.add(_update(2.0, 2.0, 4), flops=2e12)
+    clock[0] += 4.0
+    run.write(step=2, lr=0.1, epoch=1, skipped_updates=0, grad_norm=None)
+    assert metrics.read()[0]["mfu"] == pytest.approx(8e12 / 4.0 / 4e12)
+    assert run.bar.postfix.endswith("mfu=50.0%") and "tok_s=2" in run.bar.postfix
+    run.close()
+
+
+def test_without_a_peak_a_record_has_tokens_per_second_only(tmp_path, clock):
+    metrics = MetricsLog(tmp_path / "metrics.jsonl")
+    run = TrainProgress(metrics, max_steps=10, step=0, elapsed_seconds=0.0, is_main=True)
+    run.add(_update(2.0, 2.0, 4), flops=6e12)
+    clock[0] += 2.0
+    run.write(step=1, lr=0.1, epoch=1, skipped_updates=0, grad_norm=None)
+    run.close()
+    record = metrics.read()[0]
+    assert "mfu" not in record and record["tokens_per_second"] == pytest.approx(2.0)
+    assert "mfu" not in run.bar.postfix

@@ -83,8 +83,12 @@ def test_tokens_per_update_derives_update_freq(tmp_path, tiny_run, capsys):
     ]
     trainer = Trainer(tiny_run.load(overrides), log=print)
     assert trainer.update_freq == 3  # ceil(3000 / 1024)
+    assert trainer.batches.batches.max_tokens == 1000  # ceil(3000 / 3): the plan's micro-batch
     trainer.train()
-    assert "effective tokens per update: up to 3,072" in capsys.readouterr().out
+    line = "tokens per update: up to 3,000 per side, padding included (max_tokens 1000 x "
+    assert line + "update_freq 3 x 1 process(es)); target train.tokens_per_update 3,000" in (
+        capsys.readouterr().out
+    )
 
 
 @pytest.mark.gpu

@@ -1,7 +1,9 @@
 """The console scripts, each a thin `main(argv=None)` over the library:
 
-- `train.py`: `transformer-train`; `average.py`: `transformer-average`;
+- `prepare.py`: `transformer-prepare`; `train.py`: `transformer-train`;
+- `average.py`: `transformer-average`;
 - `translate.py`: `transformer-translate`; `evaluate.py`: `transformer-evaluate`;
+- `score.py`: `transformer-score` (log P(target | source) of given pairs);
 - `attention.py`: `transformer-attention`;
 - `common.py`: what they share (decoding options, devices, files, exit codes).
 

@@ -19,9 +19,12 @@ import argparse
 import gc
 import sys
 
+from tqdm import tqdm
+
 from transformer.cli.common import UsageError, file_name, run
-from transformer.config import load_config
-from transformer.train.distributed import init_distributed, shutdown
+from transformer.config import Config, default_keys, format_config, load_config
+from transformer.train.distributed import join_process_group, shutdown, torchrun_context
+from transformer.train.run_data import prepare_run_data
 from transformer.train.trainer import Trainer
 
 
@@ -39,6 +42,11 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="*",
         metavar="SECTION.KEY=VALUE",
         help="dotted overrides of config keys, e.g. train.max_steps=1000 model.dropout=0.3",
+    )
+    parser.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the resolved config as YAML (keys taken from defaults marked) and exit",
     )
     parser.add_argument(
         "--no-resume",
@@ -67,14 +75,23 @@ def _train(args: argparse.Namespace) -> None:
     """Load the config, then train in this process (one of several under torchrun)."""
     try:
         config = load_config(args.config, args.overrides)
+        defaults = default_keys(args.config, args.overrides)
     except (FileNotFoundError, ValueError) as error:
         raise UsageError(str(error)) from None
+    if args.print_config:
+        print(format_config(config, defaults), end="")
+        return
     try:
-        context = init_distributed(config.train.device)
+        context = torchrun_context(config.train.device)
     except ValueError as error:
         raise UsageError(str(error)) from None
+    if context.is_main:
+        tqdm.write(_defaults_line(args.config, config, defaults))
+    # The data first, then the process group: no collective waits on data preparation.
+    prepared = prepare_run_data(config, context, log=tqdm.write if context.is_main else None)
+    join_process_group(context)
     try:
-        trainer = Trainer(config, context, resume=args.resume)
+        trainer = Trainer(config, context, resume=args.resume, prepared=prepared)
         try:
             trainer.train()
         finally:
@@ -88,6 +105,25 @@ def _train(args: argparse.Namespace) -> None:
         shutdown(context, failed=True)
         raise
     shutdown(context)
+
+
+# Not worth a mention: the special ids, and the vocabulary size that the trained SentencePiece
+# model sets.
+_UNREMARKABLE = ("vocab_size", "tgt_vocab_size", "pad_id", "unk_id", "bos_id", "eos_id")
+
+
+def _defaults_line(path: str, config: Config, defaults: list[str]) -> str:
+    """One line naming the model and data keys the run takes from defaults, with values."""
+    taken = []
+    for name in defaults:
+        section, key = name.split(".")
+        if section in ("model", "data") and key not in _UNREMARKABLE:
+            taken.append(f"{name}={getattr(getattr(config, section), key)!r}")
+    listed = ", ".join(taken) if taken else "none"
+    return (
+        f"config {path}: model and data keys from defaults: {listed} (all keys: "
+        "transformer-train --print-config ...)"
+    )
 
 
 if __name__ == "__main__":

@@ -44,6 +44,10 @@ from transformer.data.vocabulary import load_or_train_tokenizer, model_paths
 _CACHED = ("src_tokens", "src_offsets", "tgt_tokens", "tgt_offsets")
 
 
+class DataNotPrepared(FileNotFoundError):
+    """`prepare_data(build=False)` found no SentencePiece model or cache file (yet)."""
+
+
 @dataclass
 class PreparedData:
     """What `prepare_data` returns.
@@ -66,9 +70,16 @@ class PreparedData:
 
 
 def _encoded(
-    split: str, text_or_spec, config: DataConfig, tokenizer: Tokenizer, cache_dir: Path, log
+    split: str,
+    text_or_spec,
+    config: DataConfig,
+    tokenizer: Tokenizer,
+    cache_dir: Path,
+    log,
+    build: bool = True,
 ):
-    """Encoded (unfiltered) split, from the cache when its key matches."""
+    """Encoded (unfiltered) split, from the cache when its key matches (only from the cache,
+    or `DataNotPrepared`, without `build`)."""
     if isinstance(text_or_spec, ParallelText):
         text, fingerprint = text_or_spec, text_or_spec.fingerprint
     else:
@@ -83,6 +94,8 @@ def _encoded(
         arrays = load_arrays(path)
         lines = np.arange(len(arrays["blank"]), dtype=np.int64)
         return ParallelDataset(*(arrays[name] for name in _CACHED), lines), arrays["blank"]
+    if not build:
+        raise DataNotPrepared(f"{split} data not prepared yet: no {path}")
     if text is None:
         text = read_parallel(text_or_spec, config.source_lang, config.target_lang)
     start = time.perf_counter()
@@ -108,6 +121,7 @@ def prepare_data(
     output_dir: str | Path,
     train: bool = True,
     log: Callable[[str], None] | None = print,
+    build: bool = True,
 ) -> PreparedData:
     """Tokenizer plus filtered, encoded training and validation data (see module doc).
 
@@ -118,12 +132,16 @@ def prepare_data(
         train: Also prepare the training split (and train the SentencePiece model when it is
             not in `output_dir`); False only loads the model and the validation split.
         log: Receives one-line progress and drop reports; None silences them.
+        build: False uses only what is already in `output_dir` (the SentencePiece model and
+            the cached token ids) and raises `DataNotPrepared` when something is missing:
+            how the other processes of a torchrun job load what rank 0 prepared.
 
     Returns:
         `PreparedData` with `tokenizer`, `train`, `valid`, `valid_src_text`, `valid_ref_text`.
 
     Raises:
         FileNotFoundError: missing corpus file, or no model in `output_dir` with train=False.
+        DataNotPrepared: with build=False, a model or cache file that is not there (yet).
         ValueError: unreadable/misaligned corpus, a model whose size differs from the
             config, or a split that is empty after filtering.
     """
@@ -132,20 +150,23 @@ def prepare_data(
     output_dir.mkdir(parents=True, exist_ok=True)
     cache_dir = Path(config.cache_dir) if config.cache_dir else output_dir / "cache"
     train_text = None
-    if train and not all(p.is_file() for p in model_paths(output_dir, config.shared_vocab)):
-        train_text = read_parallel(config.train, config.source_lang, config.target_lang)
+    if not all(p.is_file() for p in model_paths(output_dir, config.shared_vocab)):
+        if not build:
+            raise DataNotPrepared(f"no SentencePiece model in {output_dir} yet")
+        if train:
+            train_text = read_parallel(config.train, config.source_lang, config.target_lang)
     tokenizer = load_or_train_tokenizer(config, output_dir, train_text, log)
     result = PreparedData(tokenizer, None, None, [], [])
     if train:
         source = train_text if train_text is not None else config.train
-        data, blank = _encoded("train", source, config, tokenizer, cache_dir, log)
+        data, blank = _encoded("train", source, config, tokenizer, cache_dir, log, build)
         result.train, result.train_report = _filtered(
             "train", config.train, data, blank, config, log
         )
     if config.valid:
         text = read_parallel(config.valid, config.source_lang, config.target_lang)
         result.valid_src_text, result.valid_ref_text = text.src, text.tgt
-        data, blank = _encoded("valid", text, config, tokenizer, cache_dir, log)
+        data, blank = _encoded("valid", text, config, tokenizer, cache_dir, log, build)
         result.valid, result.valid_report = _filtered(
             "valid", config.valid, data, blank, config, log
         )

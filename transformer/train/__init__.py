@@ -3,7 +3,9 @@
 - `config.py`: `TrainConfig`, the `train:` section;
 - `trainer.py`: `Trainer`, the loop; `update.py`: one optimizer update over micro-batches;
 - `loss.py`: label-smoothed cross-entropy (5.4); `optim.py`: Adam and the schedule (5.3);
-- `precision.py`: fp32 / bf16 / fp16 autocast; `distributed.py`: torchrun and collectives;
+- `precision.py`: fp32 / bf16 / fp16 autocast; `deterministic.py`: `train.deterministic`;
+- `distributed.py`: torchrun and collectives; `run_data.py`: the job's data, prepared by rank
+  0 and awaited by the others without a collective;
 - `state.py`: progress counters and random generators; `checkpoints.py`: writing a run's
   checkpoints and resuming from one;
 - `run_directory.py`: the run directory's files; `metrics_log.py`: `metrics.jsonl`;

@@ -169,6 +169,33 @@ def _check_compatible(reference: dict, weights: dict, first: str | Path, path: s
             )
 
 
+def distinct_files(paths: list[str | Path]) -> tuple[list[Path], list[tuple[Path, Path]]]:
+    """`paths` without the names that are the same file as an earlier one (hard links, a name
+    given twice, a symbolic link): averaging a file twice would weigh it twice.
+
+    Args:
+        paths: Existing files.
+
+    Returns:
+        (the first name of each file, in order; (dropped name, the kept name it repeats)).
+
+    Raises:
+        FileNotFoundError: a missing path.
+    """
+    kept: list[Path] = []
+    seen: dict[tuple[int, int], Path] = {}
+    repeats: list[tuple[Path, Path]] = []
+    for path in map(Path, paths):
+        status = path.stat()
+        key = (status.st_dev, status.st_ino)
+        if key in seen:
+            repeats.append((path, seen[key]))
+        else:
+            seen[key] = path
+            kept.append(path)
+    return kept, repeats
+
+
 def last_checkpoints(run_dir: str | Path, count: int) -> list[Path]:
     """The `count` (>= 1) newest numbered checkpoints (checkpoint_<step>.pt) of a run, oldest first.
 

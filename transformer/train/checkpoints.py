@@ -30,6 +30,7 @@ from transformer.data.tokenizer import Tokenizer
 from transformer.train.distributed import DistributedContext, all_gather_object
 from transformer.train.metrics_log import MetricsLog
 from transformer.train.optim import LRSchedule
+from transformer.train.prefetch import Prefetcher
 from transformer.train.run_directory import RunDirectory
 from transformer.train.state import (
     TrainState,
@@ -139,7 +140,8 @@ class TrainingCheckpoints:
         config: The full resolved config.
         tokenizer: The run's tokenizer.
         precision: The resolved precision.
-        model, optimizer, schedule, scaler, batches: The components a checkpoint restores.
+        model, optimizer, schedule, scaler, batches: The components a checkpoint restores;
+            the data position is that of the updates `batches` handed out, not of its read-ahead.
     """
 
     run_dir: RunDirectory
@@ -151,7 +153,7 @@ class TrainingCheckpoints:
     optimizer: torch.optim.Optimizer
     schedule: LRSchedule
     scaler: torch.amp.GradScaler
-    batches: BatchIterator
+    batches: Prefetcher | BatchIterator
 
     def state(self, state: TrainState) -> dict | None:
         """The full checkpoint dict on rank 0 (None elsewhere)."""
@@ -204,7 +206,9 @@ class TrainingCheckpoints:
         if self.context.is_main:
             self._set_aside_previous_run(log)
             metrics.truncate_after(0)
-        if self.context.enabled:  # identical initial weights, different dropout masks
+        # Identical initial weights, different dropout masks: ranks > 0 re-seed; rank 0 keeps
+        # the stream of a single process, so that torchrun with one process matches it.
+        if self.context.rank > 0:
             torch.manual_seed(self.config.train.seed + self.context.rank)
         return TrainState()
 

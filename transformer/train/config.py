@@ -36,8 +36,9 @@ class TrainConfig:
         max_tokens: Tokens per side per micro-batch per process, padding included.
         update_freq: Micro-batches accumulated per update.
         tokens_per_update: Instead of `update_freq`: the tokens per side of one update over
-            all processes (25000 in the paper); update_freq = ceil(tokens_per_update /
-            (max_tokens * processes)).
+            all processes (25000 in the paper); `max_tokens` is then the per-process cap, and
+            update_freq and the micro-batch size are derived for the number of processes
+            (`TrainConfig.batch_plan`).
         lr_schedule: "noam" (the paper's, equation 3) or "inverse_sqrt" (fairseq: linear
             warm-up to `peak_lr`, then ~ step^-0.5).
         lr_scale: Factor on the noam rate (1 in the paper).
@@ -51,6 +52,14 @@ class TrainConfig:
             elsewhere), "fp32", "bf16" (autocast; also on CPU), "fp16" (autocast + gradient
             scaling).
         compile: Run the model through torch.compile.
+        deterministic: Deterministic kernels only (`torch.use_deterministic_algorithms`, the
+            math SDPA backend on CUDA, cuBLAS's fixed workspace), so that a resumed CUDA run is
+            bit-identical to an uninterrupted one; slower on GPUs (see README.md, "Resume").
+            Without it a resumed run restores the same state, but on CUDA its later updates
+            may differ in the last bits (the fused attention backward passes sum in a varying
+            order). CPU training is deterministic either way.
+        peak_tflops: The GPU's peak dense TFLOP/s at the training precision, for the MFU of
+            the training log; null = looked up by GPU model (`transformer.train.flops`).
         linear_kernel: Float32 CPU matrix products: "auto" (oneDNN on x86-64 CPUs, faster there:
             BENCHMARKS.md), "onednn" or "torch" (`torch.nn.functional.linear`); applied to
             the built model by `transformer.cpu.onednn`, never stored in the model config.
@@ -94,6 +103,8 @@ class TrainConfig:
     clip_norm: float | None = None
     precision: str = "auto"
     compile: bool = False
+    deterministic: bool = False
+    peak_tflops: float | None = None
     linear_kernel: str = "auto"
     device: str = "auto"
     seed: int = 1
@@ -145,11 +156,18 @@ class TrainConfig:
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise ValueError(f"train.{name} ({value}) must not be negative")
-        for name in ("max_minutes", "save_interval_minutes", "clip_norm", "peak_lr", "lr_scale"):
+        for name in (
+            "max_minutes",
+            "save_interval_minutes",
+            "clip_norm",
+            "peak_lr",
+            "lr_scale",
+            "peak_tflops",
+        ):
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ValueError(f"train.{name} ({value}) must be positive")
-        for name in ("peak_lr", "lr_scale"):
+        for name in ("peak_lr", "lr_scale", "peak_tflops"):
             value = getattr(self, name)
             if value is not None and not math.isfinite(value):
                 raise ValueError(f"train.{name} ({value}) must be finite")
@@ -181,8 +199,74 @@ class TrainConfig:
                 f"train.update_freq ({self.update_freq}), not both"
             )
 
-    def micro_batches_per_update(self, world_size: int) -> int:
-        """`update_freq`, or ceil(tokens_per_update / (max_tokens * world_size)) when set."""
+    def batch_plan(self, world_size: int, longest: int = 1) -> BatchPlan:
+        """Micro-batch size and accumulation of one update on `world_size` processes.
+
+        With `tokens_per_update` (the paper's ~25000 tokens per side), `max_tokens` is the
+        largest micro-batch a process may take (its memory cap): update_freq =
+        ceil(tokens_per_update / (max_tokens * world_size)), and each micro-batch then holds
+        ceil(tokens_per_update / (update_freq * world_size)) tokens, so that every GPU count
+        lands on the target (8 GPUs x 3125 x 1 = 25000; 1 GPU x 6250 x 4 = 25000). A
+        micro-batch never drops below `longest` tokens (one pair of the longest length must
+        fit), which can put the update above the target on many processes.
+        Without `tokens_per_update`: `max_tokens` and `update_freq` as given.
+
+        Args:
+            world_size: Processes of the job.
+            longest: Tokens of the longest sequence a micro-batch must hold.
+
+        Returns:
+            The `BatchPlan`.
+        """
         if self.tokens_per_update is None:
-            return self.update_freq
-        return max(1, math.ceil(self.tokens_per_update / (self.max_tokens * world_size)))
+            return BatchPlan(self.max_tokens, self.update_freq, world_size, None)
+        target = self.tokens_per_update
+        update_freq = max(1, math.ceil(target / (self.max_tokens * world_size)))
+        max_tokens = math.ceil(target / (update_freq * world_size))
+        max_tokens = min(self.max_tokens, max(max_tokens, longest))
+        return BatchPlan(max_tokens, update_freq, world_size, target)
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """How one update is split: micro-batches of `max_tokens` x `update_freq` x processes.
+
+    Attributes:
+        max_tokens: Tokens per side per micro-batch per process, padding included.
+        update_freq: Micro-batches accumulated per process per update.
+        world_size: Processes.
+        target: `train.tokens_per_update`, or None when `update_freq` was given.
+    """
+
+    max_tokens: int
+    update_freq: int
+    world_size: int
+    target: int | None
+
+    @property
+    def tokens_per_update(self) -> int:
+        """Tokens per side of one update over all processes, padding included (at most)."""
+        return self.max_tokens * self.update_freq * self.world_size
+
+    @property
+    def off_target(self) -> float:
+        """Relative distance of `tokens_per_update` from the target (0 without one)."""
+        if self.target is None:
+            return 0.0
+        return abs(self.tokens_per_update - self.target) / self.target
+
+    def describe(self) -> str:
+        """One line: the effective figure, how it is made, and a warning when > 10% off."""
+        line = (
+            f"tokens per update: up to {self.tokens_per_update:,} per side, padding included "
+            f"(max_tokens {self.max_tokens} x update_freq {self.update_freq} x "
+            f"{self.world_size} process(es))"
+        )
+        if self.target is not None:
+            line += f"; target train.tokens_per_update {self.target:,}"
+            if self.off_target > 0.1:
+                line += (
+                    f". warning: {100 * self.off_target:.0f}% off the target (a micro-batch must "
+                    "hold the longest pair); the learning-rate schedule assumes the target"
+                )
+        return line

@@ -3,8 +3,16 @@
 `torchrun --nproc_per_node N -m transformer.train ...` starts N processes and sets RANK,
 LOCAL_RANK and WORLD_SIZE (and the rendezvous variables for multi-node runs). Each process
 trains a replica on its own shard of batches; DistributedDataParallel averages gradients.
-NCCL is used on GPUs, gloo on CPU. Without torchrun (WORLD_SIZE unset or 1) nothing is
-initialised and every helper here is a no-op.
+NCCL is used on GPUs, gloo on CPU. Under torchrun the job always runs through the process
+group, also with `--nproc_per_node 1`, so that one GPU runs the same NCCL code as eight.
+Without torchrun (RANK or WORLD_SIZE unset) nothing is initialised and every helper here is a
+no-op.
+
+Two steps, so that no collective waits on data preparation: `torchrun_context` reads this
+process's place from the environment without any communication, the data are prepared (rank 0)
+or awaited on the shared filesystem (the others, `transformer.train.run_data`), and only then
+`join_process_group` starts the group, whose collectives time out after 10 minutes (NCCL's
+watchdog) while preparing WMT14 takes longer.
 
 One rule for every collective: its tensors live on the training device (`context.device`).
 A job has one process group with one backend, and NCCL reduces GPU tensors only (a CPU tensor
@@ -32,12 +40,14 @@ class DistributedContext:
         world_size: Number of processes.
         local_rank: Rank on this node (selects the GPU).
         device: The device this process trains on.
+        launched: Started by torchrun: the job runs through a process group, even of one.
     """
 
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
     device: torch.device = torch.device("cpu")
+    launched: bool = False
 
     @property
     def is_main(self) -> bool:
@@ -46,28 +56,29 @@ class DistributedContext:
 
     @property
     def enabled(self) -> bool:
-        """True when more than one process takes part."""
-        return self.world_size > 1
+        """True when the job runs through a process group (torchrun, or several processes)."""
+        return self.launched or self.world_size > 1
 
 
-def init_distributed(device_setting: str) -> DistributedContext:
-    """Join the torchrun process group if there is one, and pick this process's device.
+def torchrun_context(device_setting: str) -> DistributedContext:
+    """This process's place in a torchrun job, from the environment; no communication.
 
     Args:
         device_setting: The `train.device` value (see `resolve_device`); under torchrun "cuda"
             and "auto" mean this process's own GPU, `cuda:LOCAL_RANK`.
 
     Returns:
-        The context; `world_size == 1` without torchrun.
+        The context; one process on the named device without torchrun.
 
     Raises:
         ValueError: for a device `resolve_device` refuses, or, with more than one process, a
             GPU index ("cuda:1"): every process would take that one GPU (NCCL then stops with
             "Duplicate GPU detected").
     """
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    launched = "RANK" in os.environ and "WORLD_SIZE" in os.environ
+    world_size = int(os.environ.get("WORLD_SIZE", "1")) if launched else 1
+    rank = int(os.environ.get("RANK", "0")) if launched else 0
+    local_rank = int(os.environ.get("LOCAL_RANK", "0")) if launched else 0
     named = resolve_device(device_setting, what="train.device")
     if world_size > 1 and named.type == "cuda" and named.index is not None:
         raise ValueError(
@@ -75,13 +86,34 @@ def init_distributed(device_setting: str) -> DistributedContext:
             "torchrun use train.device=cuda (or auto): each process takes cuda:LOCAL_RANK"
         )
     device = resolve_device(device_setting, local_rank, what="train.device")
-    if world_size > 1 and not dist.is_initialized():
-        if device.type == "cuda":
-            torch.cuda.set_device(device)
-            dist.init_process_group("nccl", device_id=device)
+    return DistributedContext(rank, world_size, local_rank, device, launched)
+
+
+def join_process_group(context: DistributedContext) -> DistributedContext:
+    """Start the job's process group (NCCL on GPUs, gloo on CPU); a no-op without torchrun.
+
+    Args:
+        context: From `torchrun_context`.
+
+    Returns:
+        `context`.
+    """
+    if context.enabled and not dist.is_initialized():
+        if context.device.type == "cuda":
+            torch.cuda.set_device(context.device)
+            dist.init_process_group("nccl", device_id=context.device)
         else:
             dist.init_process_group("gloo")
-    return DistributedContext(rank, world_size, local_rank, device)
+    return context
+
+
+def init_distributed(device_setting: str) -> DistributedContext:
+    """`torchrun_context` then `join_process_group`: for jobs that prepare nothing first.
+
+    Raises:
+        ValueError: as `torchrun_context`.
+    """
+    return join_process_group(torchrun_context(device_setting))
 
 
 def shutdown(context: DistributedContext, failed: bool = False) -> None:
@@ -126,6 +158,11 @@ def all_reduce_sum(tensor: torch.Tensor, context: DistributedContext) -> torch.T
             )
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
     return tensor
+
+
+def process_group_backend() -> str:
+    """The backend of the job's process group ("nccl", "gloo"), or "none" without one."""
+    return str(dist.get_backend()) if dist.is_initialized() else "none"
 
 
 def barrier(context: DistributedContext) -> None:

@@ -1,10 +1,11 @@
 """The run directory's metrics log: `metrics.jsonl`, one JSON object per line.
 
 Training writes one object per logged step (`{"type": "train", "step", "loss", "lr",
-"tokens_per_second", ...}`) and one per validation (`{"type": "valid", "step", "loss", "ppl",
-"bleu", "elapsed_minutes", ...}`). Only rank 0 writes. On resume, lines for steps after the
-checkpoint (written by a run that died before saving again) are dropped, so that each step
-appears once and the file matches an uninterrupted run.
+"tokens_per_second", ...}`, and "mfu" where the devices' peak is known) and one per
+validation (`{"type": "valid", "step", "loss", "ppl", "bleu", "elapsed_minutes", ...}`).
+Only rank 0 writes. On resume, lines for steps after the checkpoint (written by a run that
+died before saving again) are dropped, so that each step appears once and the file matches an
+uninterrupted run.
 """
 
 from __future__ import annotations
@@ -62,8 +63,10 @@ class TrainWindow:
     """Sums over the updates since the last training log record.
 
     The logged `loss` is the label-smoothed loss per real target token over the window's
-    updates (token-weighted, natural log), `ppl` = exp(nll per token), and
-    `tokens_per_second` counts real target tokens of all processes per second of wall time.
+    updates (token-weighted, natural log), `ppl` = exp(nll per token),
+    `tokens_per_second` counts real target tokens of all processes per second of wall time,
+    and `mfu` (when a peak is known) is the model FLOPs of all processes per second over their
+    peak FLOP/s (`transformer.train.flops`).
     """
 
     def __init__(self) -> None:
@@ -73,19 +76,30 @@ class TrainWindow:
         """Start a new window now."""
         self.loss = self.nll = 0.0
         self.tokens = 0
+        self.flops = 0.0
         self.start = time.monotonic()
 
-    def add(self, loss_sum: float, nll_sum: float, tokens: int) -> None:
-        """Add one update's summed losses and real target tokens."""
+    def add(self, loss_sum: float, nll_sum: float, tokens: int, flops: float = 0.0) -> None:
+        """Add one update's summed losses, real target tokens and model FLOPs."""
         self.loss += loss_sum
         self.nll += nll_sum
         self.tokens += tokens
+        self.flops += flops
 
-    def record(self, step: int, lr: float) -> dict:
-        """The `{"type": "train", ...}` record of the window (then `reset()` it)."""
+    def record(self, step: int, lr: float, peak_flops: float | None = None) -> dict:
+        """The `{"type": "train", ...}` record of the window (then `reset()` it).
+
+        Args:
+            step: The update just applied.
+            lr: Its learning rate.
+            peak_flops: Peak FLOP/s of all processes' devices together; None: no `mfu`.
+
+        Returns:
+            The record.
+        """
         tokens = max(self.tokens, 1)
         seconds = max(time.monotonic() - self.start, 1e-9)
-        return {
+        record = {
             "type": "train",
             "step": step,
             "loss": self.loss / tokens,
@@ -95,3 +109,6 @@ class TrainWindow:
             "tokens_per_second": self.tokens / seconds,
             "target_tokens": self.tokens,
         }
+        if peak_flops is not None:
+            record["mfu"] = self.flops / seconds / peak_flops
+        return record

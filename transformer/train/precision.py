@@ -3,6 +3,12 @@
 bf16 has float32's exponent range, so it needs no loss scaling; fp16 does: its gradients are
 multiplied by a dynamic scale (`torch.amp.GradScaler`) and updates whose gradients overflow
 are skipped. The loss itself is always computed in float32 (see loss.py).
+
+On a GPU, training also lets float32 matrix products and convolutions run on TF32 tensor cores
+(`allow_tf32`, 10-bit mantissa products with float32 accumulation, as
+`torch.set_float32_matmul_precision("high")`): under autocast these are the products autocast
+leaves in float32, in an fp32 run all of them. TF32 is deterministic, so it stays on with
+`train.deterministic`. CPU products are not affected.
 """
 
 from __future__ import annotations
@@ -53,3 +59,11 @@ def autocast(precision: str, device: torch.device) -> contextlib.AbstractContext
 def grad_scaler(precision: str, device: torch.device) -> torch.amp.GradScaler:
     """A gradient scaler, enabled for fp16 only (a disabled scaler passes everything through)."""
     return torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+
+
+def allow_tf32(device: torch.device) -> None:
+    """Let float32 matrix products and convolutions on CUDA use TF32 tensor cores (module doc);
+    a no-op on other devices. Process-wide, like the other `torch.backends` switches."""
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True

@@ -1,8 +1,10 @@
 """What a training job shows while it runs: the progress bar, training records, wall time.
 
-Rank 0 shows a tqdm bar over the updates with the latest loss, learning rate and target tokens
-per second, and writes one `{"type": "train"}` record to metrics.jsonl every
-`train.log_interval_steps` updates (the sums of `metrics.TrainWindow` since the previous one).
+Rank 0 shows a tqdm bar over the updates with the latest loss, learning rate, target tokens
+per second and MFU, and writes one `{"type": "train"}` record to metrics.jsonl every
+`train.log_interval_steps` updates (the sums of `metrics_log.TrainWindow` since the previous
+one). MFU, the model FLOPs per second over the devices' peak (`transformer.train.flops`), is
+shown only where a peak is known: a GPU in the table, or `train.peak_tflops`.
 The clock counts training wall time summed over the runs of a resumed job, which
 `train.max_minutes` limits and checkpoints store.
 """
@@ -26,6 +28,7 @@ class TrainProgress:
         step: Updates done before this run (a resumed job's step).
         elapsed_seconds: Training wall time of the earlier runs of a resumed job.
         is_main: Whether this is rank 0 (only rank 0 shows the bar and writes records).
+        peak_flops: Peak FLOP/s of all processes' devices together, or None (no MFU).
     """
 
     def __init__(
@@ -35,8 +38,9 @@ class TrainProgress:
         step: int,
         elapsed_seconds: float,
         is_main: bool,
+        peak_flops: float | None = None,
     ) -> None:
-        self.metrics, self.is_main = metrics, is_main
+        self.metrics, self.is_main, self.peak_flops = metrics, is_main, peak_flops
         self.started, self.elapsed_before = time.monotonic(), elapsed_seconds
         self.window = TrainWindow()
         self.bar = tqdm(
@@ -47,10 +51,15 @@ class TrainProgress:
         """Training wall time in seconds, including earlier runs of a resumed job."""
         return self.elapsed_before + time.monotonic() - self.started
 
-    def add(self, result: UpdateResult) -> None:
-        """Count one applied update (advances the bar)."""
+    def add(self, result: UpdateResult, flops: float = 0.0) -> None:
+        """Count one applied update (advances the bar).
+
+        Args:
+            result: The update's sums over all processes.
+            flops: Its model FLOPs over all processes (`flops.batch_flops`).
+        """
         self.bar.update(1)
-        self.window.add(result.loss_sum, result.nll_sum, result.tokens)
+        self.window.add(result.loss_sum, result.nll_sum, result.tokens, flops)
 
     def write(
         self, step: int, lr: float, epoch: int, skipped_updates: int, grad_norm: float | None
@@ -64,7 +73,7 @@ class TrainProgress:
             skipped_updates: Updates skipped so far for a non-finite loss.
             grad_norm: The update's gradient norm before clipping, if measured.
         """
-        record = self.window.record(step, lr)
+        record = self.window.record(step, lr, self.peak_flops)
         record["epoch"] = epoch
         record["skipped_updates"] = skipped_updates
         record["elapsed_minutes"] = self.elapsed() / 60
@@ -72,12 +81,14 @@ class TrainProgress:
             record["grad_norm"] = grad_norm
         if self.is_main:
             self.metrics.write(record)
-            self.bar.set_postfix(
-                loss=f"{record['loss']:.3f}",
-                lr=f"{lr:.2e}",
-                tok_s=f"{record['tokens_per_second']:.0f}",
-                refresh=False,
-            )
+            postfix = {
+                "loss": f"{record['loss']:.3f}",
+                "lr": f"{lr:.2e}",
+                "tok_s": f"{record['tokens_per_second']:.0f}",
+            }
+            if "mfu" in record:
+                postfix["mfu"] = f"{100 * record['mfu']:.1f}%"
+            self.bar.set_postfix(postfix, refresh=False)
         self.window.reset()
 
     def close(self) -> None:

@@ -25,16 +25,20 @@ from tqdm import tqdm
 from transformer.config import Config, config_to_dict
 from transformer.cpu.onednn import swap_linear_layers, use_onednn
 from transformer.data.batching import BatchIterator
-from transformer.data.prepare import prepare_data
+from transformer.data.prepare import PreparedData
 from transformer.device import resolve_device
 from transformer.model.config import ModelConfig
 from transformer.model.transformer import Transformer
 from transformer.train.checkpoints import TrainingCheckpoints
-from transformer.train.distributed import DistributedContext, barrier
+from transformer.train.deterministic import use_deterministic_kernels
+from transformer.train.distributed import DistributedContext, process_group_backend
+from transformer.train.flops import batch_flops, device_peak_flops
 from transformer.train.metrics_log import MetricsLog
 from transformer.train.optim import build_lr_schedule, build_optimizer
-from transformer.train.precision import grad_scaler, resolve_precision
+from transformer.train.precision import allow_tf32, grad_scaler, resolve_precision
+from transformer.train.prefetch import Prefetcher
 from transformer.train.progress import TrainProgress
+from transformer.train.run_data import prepare_run_data
 from transformer.train.run_directory import RunDirectory
 from transformer.train.state import TrainState, seed_everything
 from transformer.train.update import UpdateResult, UpdateStep
@@ -70,6 +74,8 @@ class Trainer:
             `train.device` names).
         resume: Continue from the run directory's `checkpoint_last.pt` when it exists.
         log: Receives one-line messages (rank 0 only).
+        prepared: The job's data, when already prepared by `prepare_run_data` (as
+            `transformer-train` does before the process group starts); default: prepared here.
 
     Raises:
         ValueError: invalid options, or a checkpoint that does not fit the model.
@@ -81,6 +87,7 @@ class Trainer:
         context: DistributedContext | None = None,
         resume: bool = True,
         log=tqdm.write,
+        prepared: PreparedData | None = None,
     ) -> None:
         train = config.train
         self.context = context or DistributedContext(
@@ -92,16 +99,17 @@ class Trainer:
             torch.set_num_threads(train.num_threads)
         torch.set_flush_denormal(train.flush_denormal)
         self.precision = resolve_precision(train.precision, self.device)
+        allow_tf32(self.device)  # float32 products on CUDA's tensor cores (train/precision.py)
+        if train.deterministic:  # before the first matrix product (cuBLAS's workspace)
+            use_deterministic_kernels(self.device)
         onednn = use_onednn(train.linear_kernel, self.device, self.precision, train.compile)
-        self.update_freq = train.micro_batches_per_update(world)
+        # A micro-batch holds at least one pair of the longest length (bos/eos included).
+        self.plan = train.batch_plan(world, longest=config.data.max_len + 1)
+        self.update_freq = self.plan.update_freq
         self.run_dir = RunDirectory(train.output_dir)
-        # Rank 0 trains (or finds) the SentencePiece model and caches the data; then the others.
-        prepared = None
-        if self.context.is_main:
-            self.run_dir.create()
-            prepared = prepare_data(config.data, self.run_dir.path, train=True, log=self.log)
-        barrier(self.context)
-        self.prepared = prepared or prepare_data(config.data, self.run_dir.path, log=None)
+        # Rank 0 trains (or finds) the SentencePiece model and caches the data; the others wait
+        # for its files, not in a collective (train/run_data.py).
+        self.prepared = prepared or prepare_run_data(config, self.context, self.log)
         self.tokenizer = self.prepared.tokenizer
         self.config = dataclasses.replace(
             config, model=model_config_for(config.model, self.tokenizer)
@@ -116,14 +124,15 @@ class Trainer:
         self.scaler = grad_scaler(self.precision, self.device)
         model = self.config.model
         ids = dict(pad_id=model.pad_id, bos_id=model.bos_id, eos_id=model.eos_id)
-        self.batches = BatchIterator(
+        batches = BatchIterator(
             self.prepared.train,
-            train.max_tokens,
+            self.plan.max_tokens,
             seed=train.seed,
             rank=rank,
             world_size=world,
             **ids,
         )
+        self.batches = Prefetcher(batches, self.update_freq, self.device)  # train/prefetch.py
         self.metrics = MetricsLog(self.run_dir.metrics_path)
         self.validator = None
         if self.prepared.valid is not None and train.validate_interval_steps > 0:
@@ -168,17 +177,14 @@ class Trainer:
 
     def _describe(self) -> None:
         """Print what will run: device, precision, model size, effective batch."""
-        train, world = self.config.train, self.context.world_size
+        world = self.context.world_size
         params = sum(p.numel() for p in self.model.parameters())
+        group = f" (process group: {process_group_backend()})" if self.context.enabled else ""
         self.log(
-            f"run directory {self.run_dir.path}; device {self.device} x {world} process(es); "
-            f"precision {self.precision}; {params:,} parameters"
+            f"run directory {self.run_dir.path}; device {self.device} x {world} process(es)"
+            f"{group}; precision {self.precision}; {params:,} parameters"
         )
-        self.log(
-            f"effective tokens per update: up to {train.max_tokens * self.update_freq * world:,} "
-            f"per side, padding included (max_tokens {train.max_tokens} x update_freq "
-            f"{self.update_freq} x {world} process(es))"
-        )
+        self.log(self.plan.describe())
 
     def train(self) -> TrainState:
         """Train until max_steps, max_minutes, max_epochs or early stopping; checkpoint at the end.
@@ -190,12 +196,18 @@ class Trainer:
             NonFiniteLossError: on a NaN/Inf loss unless `train.skip_nonfinite` (the last good
                 checkpoint is left as it is).
         """
+        with self.batches:  # closed also on errors and Ctrl-C: the reading thread stops
+            return self._train()
+
+    def _train(self) -> TrainState:
         train, state = self.config.train, self.state
         if self.context.is_main:
             self.run_dir.write_config(config_to_dict(self.config))
             self._describe()
+        world, is_main = self.context.world_size, self.context.is_main
+        peak = device_peak_flops(self.device, self.precision, train.peak_tflops, devices=world)
         self.progress = progress = TrainProgress(
-            self.metrics, train.max_steps, state.step, state.elapsed_seconds, self.context.is_main
+            self.metrics, train.max_steps, state.step, state.elapsed_seconds, is_main, peak
         )
         last_save, saved_step, validated_step = time.monotonic(), state.step, state.step
         consecutive_skips, stream, stop = 0, iter(self.batches), None
@@ -211,7 +223,8 @@ class Trainer:
             ):
                 stop = "max_epochs"
                 break
-            micro_batches = [next(stream) for _ in range(self.update_freq)]
+            micro_batches = next(stream)  # update_freq batches
+            flops = batch_flops(self.config.model, micro_batches) * world  # others': about the same
             lr = self.schedule.lr
             time_up = train.max_minutes is not None and progress.elapsed() >= train.max_minutes * 60
             save_due = train.save_interval_minutes is not None and (
@@ -226,7 +239,7 @@ class Trainer:
                 self._handle_nonfinite(result, consecutive_skips)
             if not result.applied:
                 continue
-            progress.add(result)
+            progress.add(result, flops)
             if state.step % train.log_interval_steps == 0 or state.step == train.max_steps:
                 epoch = self.batches.state_dict()["epoch"]
                 progress.write(state.step, lr, epoch, state.skipped_updates, result.grad_norm)

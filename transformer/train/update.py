@@ -6,6 +6,12 @@ micro-batch's summed loss is scaled by world_size / total_tokens before its back
 (DistributedDataParallel then averages gradients over the world_size processes), so one batch
 and the same batch split into micro-batches or over processes give the same gradient.
 Gradients are synchronised across processes only after the last micro-batch (`no_sync`).
+
+The host waits for the device once per update, at one `.tolist()`: the token count, the loss
+sums, the stop/save requests, the gradient norm and the fp16 overflow flag travel in one
+tensor, and no micro-batch reads anything back. So the forward and backward passes of all
+micro-batches, the unscaling and the clipping are queued on the GPU without a pause; only the
+decision to step (finite loss, no overflow) needs the host.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ class UpdateResult:
         tokens: Real target tokens of the update.
         flags: Stop/save requests, OR-ed over processes.
         applied: False when no optimizer step was taken (non-finite loss, fp16 overflow).
-        grad_norm: Gradient norm before clipping (only with `clip_norm`).
+        grad_norm: Gradient norm before clipping (only with `clip_norm` and a finite loss).
     """
 
     loss_sum: float
@@ -69,7 +75,7 @@ class UpdateStep:
         label_smoothing: epsilon_ls.
         pad_id: Padding id of the target.
         clip_norm: Gradient-norm clipping threshold, or None.
-        compile: Run the forward pass through torch.compile.
+        compile: Run the forward pass through torch.compile (dynamic batch shapes).
     """
 
     def __init__(
@@ -92,6 +98,9 @@ class UpdateStep:
             device_ids = [context.device] if context.device.type == "cuda" else None
             self.ddp = _DDP(model, device_ids=device_ids, **{_BUFFER_SYNC: False})
             forward_model = self.ddp
+        # Batches change shape all the time; torch.compile does not recompile for each one:
+        # after the first change it recompiles once with the batch size and the lengths that
+        # changed marked dynamic ("automatic dynamic shapes"), and that graph serves the rest.
         self.forward_model = torch.compile(forward_model) if compile else forward_model
         self.optimizer, self.schedule, self.scaler = optimizer, schedule, scaler
         self.context, self.device, self.precision = context, context.device, precision
@@ -107,9 +116,13 @@ class UpdateStep:
         Returns:
             The update's `UpdateResult`; `applied` tells whether the optimizer stepped (and
             the schedule advanced).
+
+        The host waits for the device once, for the result (module doc); with fp16, a
+        non-fused optimizer makes `GradScaler.step` wait once more (the trainer's fused Adam
+        does not), and so does an update with a non-finite loss (rare).
         """
         # Every tensor that is reduced lives on the training device (the rule of distributed.py):
-        # NCCL reduces GPU tensors only. The host waits once, for the sums, at `.tolist()`.
+        # NCCL reduces GPU tensors only. The host waits once, at `.tolist()` (module doc).
         local_tokens = sum(batch.n_tgt_tokens for batch in micro_batches)
         total = all_reduce_sum(self._on_device([local_tokens]), self.context)
         scale = self.context.world_size / total[0]  # DDP averages gradients over processes
@@ -128,24 +141,46 @@ class UpdateStep:
             sums += torch.stack([out.loss.detach(), out.nll_loss]).double()
         requests = self._on_device([float(f) for f in flags])
         stats = all_reduce_sum(torch.cat([sums, requests]), self.context)
-        tokens, loss_sum, nll_sum, *flag_sums = torch.cat([total, stats]).tolist()
+        # Not reduced: after DDP's averaging every process holds the same gradients.
+        checks = self._unscale_and_clip()
+        values = torch.cat([total, stats, checks]).tolist()  # the update's one host sync
+        tokens, loss_sum, nll_sum, *flag_sums, grad_norm, overflow = values
         result = UpdateResult(loss_sum, nll_sum, int(tokens), [f > 0 for f in flag_sums])
         if not result.finite:
             self.optimizer.zero_grad(set_to_none=True)
+            if self.scaler.is_enabled():  # forget the unscaling, keep the scale (a rare wait)
+                self.scaler.update(self.scaler.get_scale())
             return result
         if self.clip_norm is not None:
-            self.scaler.unscale_(self.optimizer)
-            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_norm)
-            result.grad_norm = float(norm)
-        scale_before = self.scaler.get_scale()
+            result.grad_norm = grad_norm
+        # fp16: the scaler skips a step whose gradients overflowed and lowers its scale.
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
-        # With fp16 the scaler skips a step whose gradients overflowed, and lowers its scale.
-        result.applied = not self.scaler.is_enabled() or self.scaler.get_scale() >= scale_before
+        result.applied = overflow == 0
         if result.applied:
             self.schedule.step()
         return result
+
+    def _unscale_and_clip(self) -> torch.Tensor:
+        """Unscale (fp16) and clip (`clip_norm`) the gradients, without waiting for the device.
+
+        Returns:
+            (2,) float64 on the training device: the gradient norm before clipping (0 without
+            `clip_norm`) and the fp16 overflow flag (> 0 when a gradient is inf or NaN, so
+            that `scaler.step` skips the step; 0 without fp16).
+        """
+        self.scaler.unscale_(self.optimizer)  # a no-op unless fp16
+        zero = torch.zeros((), dtype=torch.float64, device=self.device)
+        norm, overflow = zero, zero
+        if self.clip_norm is not None:
+            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_norm)
+        if self.scaler.is_enabled():
+            # What `GradScaler.step` reads to skip the step: the inf/NaN flags `unscale_`
+            # found, one per device. Its public `get_scale()` would wait for the device.
+            found = self.scaler._found_inf_per_device(self.optimizer).values()
+            overflow = sum(flag.to(self.device).double() for flag in found)
+        return torch.stack([norm.to(self.device, torch.float64), overflow])
 
     def _on_device(self, values: list[float]) -> torch.Tensor:
         """`values` as a float64 tensor on the training device. The copy to a GPU does not wait

@@ -1,0 +1,56 @@
+"""Tests for transformer/cli/prepare.py (the transformer-prepare command): what it prepares is
+what transformer-train then finds, without encoding or training anything again."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from transformer.cli.prepare import main
+from transformer.config import load_config
+from transformer.data.prepare import prepare_data
+
+
+def test_prepare_then_train_reuses_the_model_and_the_cache(tmp_path, tiny_run, capsys):
+    from transformer.cli.train import main as train
+
+    run_dir = tmp_path / "run"
+    argv = ["--config", str(tiny_run.config_path), f"train.output_dir={run_dir}"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "trained SentencePiece" in out and "train: encoded" in out
+    kept = 29000 - int(re.search(r"train: dropped (\d+) of 29000 pairs", out).group(1))
+    assert f"prepared train {kept:,} pairs, valid 1,014 pairs in {run_dir}" in out
+    assert (run_dir / "spm.model").is_file() and any((run_dir / "cache").iterdir())
+    assert not (run_dir / "checkpoint_last.pt").exists()  # nothing trained
+
+    assert train([*argv, *tiny_run.fast, "train.max_steps=1"]) == 0
+    logged = capsys.readouterr()
+    text = logged.out + logged.err
+    assert "reusing SentencePiece model" in text and "train: loaded cached token ids" in text
+    assert "trained SentencePiece" not in text and "encoded" not in text
+
+
+def test_what_it_prepares_equals_a_fresh_preparation(tmp_path, tiny_run):
+    run_dir = tmp_path / "run"
+    argv = ["--config", str(tiny_run.config_path), f"train.output_dir={run_dir}"]
+    assert main(argv) == 0
+    config = load_config(tiny_run.config_path, [f"train.output_dir={run_dir}"])
+    cached = prepare_data(config.data, run_dir, log=None, build=False)  # from the files only
+    fresh = prepare_data(config.data, tmp_path / "fresh", log=None)
+    for name in ("src_tokens", "src_offsets", "tgt_tokens", "tgt_offsets"):
+        assert np.array_equal(getattr(cached.train, name), getattr(fresh.train, name)), name
+
+
+def test_a_missing_corpus_is_one_line_and_status_1(tmp_path, tiny_run, capsys):
+    argv = ["--config", str(tiny_run.config_path), f"train.output_dir={tmp_path / 'run'}"]
+    assert main([*argv, f"data.train={tmp_path / 'nothing'}"]) == 1
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("transformer-prepare: error: ") and "nothing" in error
+    assert "\n" not in error
+
+
+def test_a_wrong_key_is_a_usage_error(tiny_run, capsys):
+    assert main(["--config", str(tiny_run.config_path), "data.vocab_sise=100"]) == 2
+    assert "data.vocab_sise" in capsys.readouterr().err

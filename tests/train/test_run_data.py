@@ -1,0 +1,47 @@
+"""Tests for transformer/train/run_data.py: rank 0 prepares, the other ranks wait for its files
+(no collective) and then hold the same arrays (the reference: rank 0's own result)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from transformer.data.prepare import DataNotPrepared, prepare_data
+from transformer.train.distributed import DistributedContext
+from transformer.train.run_data import prepare_run_data
+
+ARRAYS = ("src_tokens", "src_offsets", "tgt_tokens", "tgt_offsets")
+
+
+def test_another_rank_waits_for_rank_0_and_loads_the_same_data(tmp_path, tiny_run):
+    config = tiny_run.load([f"train.output_dir={tmp_path / 'run'}"])
+    rank1 = DistributedContext(rank=1, world_size=2)
+    got = {}
+    waiter = threading.Thread(
+        target=lambda: got.update(data=prepare_run_data(config, rank1, poll_seconds=0.05))
+    )
+    waiter.start()
+    time.sleep(0.5)
+    assert waiter.is_alive()  # nothing prepared yet: rank 1 waits, it does not prepare
+    assert not (tmp_path / "run" / "spm.model").exists()
+    main = prepare_run_data(config, DistributedContext(rank=0, world_size=2), log=None)
+    waiter.join(timeout=60)
+    assert not waiter.is_alive()
+    for name in ARRAYS:
+        assert np.array_equal(getattr(got["data"].train, name), getattr(main.train, name))
+    assert got["data"].tokenizer.src_vocab_size == main.tokenizer.src_vocab_size
+
+
+def test_without_build_nothing_is_made(tmp_path, tiny_run):
+    config = tiny_run.load([])
+    with pytest.raises(DataNotPrepared, match="no SentencePiece model"):
+        prepare_data(config.data, tmp_path, build=False)
+    assert not any(tmp_path.glob("spm*"))
+    prepare_data(config.data, tmp_path, log=None)
+    (cache,) = [p for p in (tmp_path / "cache").iterdir() if p.name.startswith("train")]
+    cache.unlink()  # the model is there, the train split's token ids are not
+    with pytest.raises(DataNotPrepared, match="train data not prepared yet"):
+        prepare_data(config.data, tmp_path, build=False)

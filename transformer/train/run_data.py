@@ -1,0 +1,73 @@
+"""A training job's data: prepared once by rank 0, awaited by the others without a collective.
+
+Preparing WMT14 (reading 4.5M pairs, training SentencePiece, encoding) takes longer than the
+10 minutes after which NCCL's watchdog aborts a collective, so the other processes of a
+torchrun job must not wait for it in a barrier. They wait on the shared run directory instead:
+every file of the prepared data is written atomically (`transformer.atomic`), so a process
+that finds the SentencePiece model and the cached token ids of its config finds them whole.
+`prepare_run_data` runs before the process group starts (`transformer.cli.train`), and rank 0
+prepares while the others poll. A job on several machines needs the run directory on a
+filesystem they share, as it does for resuming.
+
+`transformer-prepare` does the same work ahead of time (what `scripts/reproduce_wmt14.sh`
+runs before torchrun); then every rank finds the data at once.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+
+from transformer.config import Config
+from transformer.data.prepare import DataNotPrepared, PreparedData, prepare_data
+from transformer.train.distributed import DistributedContext
+from transformer.train.run_directory import RunDirectory
+
+# Seconds between two looks at the run directory, and before the first "waiting" message.
+POLL_SECONDS = 1.0
+FIRST_NOTICE_SECONDS = 60.0
+
+
+def prepare_run_data(
+    config: Config,
+    context: DistributedContext,
+    log: Callable[[str], None] | None = print,
+    poll_seconds: float = POLL_SECONDS,
+) -> PreparedData:
+    """Rank 0 prepares the data in `train.output_dir`; every other rank waits for it, then loads it.
+
+    Args:
+        config: The whole config (`data:` and `train.output_dir`).
+        context: This process's place in the job (no process group needed).
+        log: Rank 0's one-line progress messages (None silences them).
+        poll_seconds: Seconds between two looks at the run directory (other ranks).
+
+    Returns:
+        The `PreparedData` (tokenizer, training and validation pairs).
+
+    Raises:
+        FileNotFoundError, ValueError: as `prepare_data` (missing or unreadable corpora, a
+            model that does not fit the config, a split that is empty after filtering).
+    """
+    run_dir = RunDirectory(config.train.output_dir)
+    if context.is_main:
+        run_dir.create()
+        return prepare_data(config.data, run_dir.path, train=True, log=log)
+    started = time.monotonic()
+    notice = FIRST_NOTICE_SECONDS
+    while True:
+        try:
+            return prepare_data(config.data, run_dir.path, train=True, log=None, build=False)
+        except DataNotPrepared:
+            waited = time.monotonic() - started
+            if waited >= notice:  # after 1 minute, then every 10 minutes
+                print(
+                    f"rank {context.rank}: waited {waited / 60:.0f} min for rank 0 to prepare "
+                    f"the data in {run_dir.path} (a job on several machines needs it on a "
+                    "filesystem they share; transformer-prepare prepares it ahead of time)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                notice += 600.0
+            time.sleep(poll_seconds)
