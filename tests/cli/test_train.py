@@ -3,12 +3,21 @@ slice of Multi30k (CPU, seconds)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 import torch
 
 from transformer.checkpoint import read_checkpoint
 from transformer.cli.train import main
 from transformer.config import load_config
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_tiny_config_trains_and_the_loss_falls(tmp_path, tiny_run):
@@ -113,3 +122,45 @@ def test_every_run_names_the_model_keys_it_takes_from_defaults(tmp_path, tiny_ru
     assert line.startswith(f"config {path}: model and data keys from defaults: ")
     assert "model.dropout=0.1" in line and "data.max_len=256" in line
     assert "model.d_model" not in line and "model.n_encoder_layers" not in line
+
+
+@pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_and_sigterm_save_say_how_to_resume_and_resume_exactly(
+    tmp_path, tiny_run, sig, status
+):
+    """The first signal finishes the current update and writes checkpoint_last.pt (one line
+    says so, no traceback); rerunning the command continues to the same weights as a run that
+    was never stopped (the reference)."""
+    common = ["-m", "transformer.train", "--config", str(tiny_run.config_path), *tiny_run.fast]
+    common += ["train.max_steps=40", "train.save_interval_steps=1000"]
+    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
+    tiny_run.python([*common, f"train.output_dir={straight}"])
+    env = {**os.environ, "TRANSFORMER_DATA_DIR": str(tiny_run.shared_data), "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen(
+        [sys.executable, *common, f"train.output_dir={stopped}"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    metrics = stopped / "metrics.jsonl"
+    deadline = time.monotonic() + 120
+    while not (metrics.is_file() and metrics.read_text().count("\n") >= 3):
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.05)
+    process.send_signal(sig)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == status, err[-2000:]
+    assert "Traceback" not in err
+    step = read_checkpoint(stopped / "checkpoint_last.pt")["step"]
+    assert 3 <= step < 40
+    line = f"{sig.name}: stopped after step {step}, {stopped / 'checkpoint_last.pt'} written; "
+    assert line + "rerun the same command to resume" in out + err
+    assert not list(stopped.glob("checkpoint_[0-9]*.pt"))  # the numbered ones keep their interval
+    tiny_run.python([*common, f"train.output_dir={stopped}"])
+    a = read_checkpoint(straight / "checkpoint_last.pt")
+    b = read_checkpoint(stopped / "checkpoint_last.pt")
+    assert a["step"] == b["step"] == 40
+    for key, value in a["model"].items():
+        assert torch.equal(value, b["model"][key]), key

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from transformer.checkpoint import load_checkpoint, read_checkpoint
-from transformer.train.trainer import NonFiniteLossError, Trainer
+from transformer.train.nonfinite import NonFiniteLossError
+from transformer.train.trainer import Trainer
 
 
 def test_skip_nonfinite_skips_and_counts(tmp_path, tiny_run, monkeypatch):

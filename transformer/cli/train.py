@@ -8,9 +8,13 @@ Usage:
 Rerunning the same command continues from `checkpoint_last.pt` of `train.output_dir`;
 `--no-resume` starts from scratch in the same directory instead.
 
+Ctrl-C or SIGTERM (a scheduler's stop) during training: the current update finishes,
+`checkpoint_last.pt` is written, one line says how to resume (every rank of a torchrun job
+stops after the same update); a second Ctrl-C aborts at once (`transformer.train.interrupt`).
+
 Exit status: the rule of `transformer.cli.common`: 0 when training finished, 2 for a wrong
 command line or config, 1 when training could not run or stopped on a non-finite loss, 130
-after Ctrl-C (the last checkpoint is kept; rerun to resume).
+after Ctrl-C and 143 after SIGTERM (rerun to resume).
 """
 
 from __future__ import annotations
@@ -71,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     return run(build_parser(), _train, argv)
 
 
-def _train(args: argparse.Namespace) -> None:
+def _train(args: argparse.Namespace) -> int | None:
     """Load the config, then train in this process (one of several under torchrun)."""
     try:
         config = load_config(args.config, args.overrides)
@@ -93,7 +97,9 @@ def _train(args: argparse.Namespace) -> None:
     try:
         trainer = Trainer(config, context, resume=args.resume, prepared=prepared)
         try:
-            trainer.train()
+            state = trainer.train()
+            # Stopped by Ctrl-C / SIGTERM after a checkpoint: 128 + the signal, or 1.
+            status = trainer.signals.exit_status if state.stop_reason == "interrupted" else 0
         finally:
             # Release the DistributedDataParallel wrapper (its reducer holds the process
             # group) before `shutdown` destroys the group, not at interpreter exit.
@@ -105,6 +111,7 @@ def _train(args: argparse.Namespace) -> None:
         shutdown(context, failed=True)
         raise
     shutdown(context)
+    return status
 
 
 # Not worth a mention: the special ids, and the vocabulary size that the trained SentencePiece

@@ -33,7 +33,9 @@ from transformer.train.checkpoints import TrainingCheckpoints
 from transformer.train.deterministic import use_deterministic_kernels
 from transformer.train.distributed import DistributedContext, process_group_backend
 from transformer.train.flops import batch_flops, device_peak_flops
+from transformer.train.interrupt import StopSignals
 from transformer.train.metrics_log import MetricsLog
+from transformer.train.nonfinite import NonFiniteLossError, handle_nonfinite  # noqa: F401 (re-exported)
 from transformer.train.optim import build_lr_schedule, build_optimizer
 from transformer.train.precision import allow_tf32, grad_scaler, resolve_precision
 from transformer.train.prefetch import Prefetcher
@@ -41,15 +43,8 @@ from transformer.train.progress import TrainProgress
 from transformer.train.run_data import prepare_run_data
 from transformer.train.run_directory import RunDirectory
 from transformer.train.state import TrainState, seed_everything
-from transformer.train.update import UpdateResult, UpdateStep
+from transformer.train.update import UpdateStep
 from transformer.train.validation import Validator
-
-# With skip_nonfinite, this many non-finite updates in a row still stop training.
-MAX_CONSECUTIVE_SKIPS = 100
-
-
-class NonFiniteLossError(FloatingPointError):
-    """The loss of an update was NaN or Inf (training stopped; the last checkpoint is kept)."""
 
 
 def model_config_for(config: ModelConfig, tokenizer) -> ModelConfig:
@@ -196,10 +191,11 @@ class Trainer:
             NonFiniteLossError: on a NaN/Inf loss unless `train.skip_nonfinite` (the last good
                 checkpoint is left as it is).
         """
-        with self.batches:  # closed also on errors and Ctrl-C: the reading thread stops
-            return self._train()
+        # The reading thread stops also on errors; the first Ctrl-C / SIGTERM stops cleanly.
+        with self.batches, StopSignals() as self.signals:
+            return self._train(self.signals)
 
-    def _train(self) -> TrainState:
+    def _train(self, signals: StopSignals) -> TrainState:
         train, state = self.config.train, self.state
         if self.context.is_main:
             self.run_dir.write_config(config_to_dict(self.config))
@@ -230,13 +226,15 @@ class Trainer:
             save_due = train.save_interval_minutes is not None and (
                 time.monotonic() - last_save >= train.save_interval_minutes * 60
             )
-            result = self.update(micro_batches, [time_up, save_due])
+            result = self.update(micro_batches, [time_up, save_due, signals.requested])
             if result.applied:
                 state.step += 1
-            time_up, save_due = result.flags
+            time_up, save_due, interrupted = result.flags  # OR-ed over processes
+            stop = "interrupted" if interrupted else None
             consecutive_skips = 0 if result.finite else consecutive_skips + 1
-            if not result.finite:
-                self._handle_nonfinite(result, consecutive_skips)
+            if not result.finite and not interrupted:
+                last = self.run_dir.last_path
+                handle_nonfinite(result, consecutive_skips, state, train, last, self.log)
             if not result.applied:
                 continue
             progress.add(result, flops)
@@ -247,7 +245,7 @@ class Trainer:
             if self.validator is not None and state.step % train.validate_interval_steps == 0:
                 is_best, stop_early = self._validate()
                 validated_step = state.step
-            if time_up or stop_early or state.step >= train.max_steps:
+            if stop is None and (time_up or stop_early or state.step >= train.max_steps):
                 stop = "max_minutes" if time_up else "early_stopping" if stop_early else "max_steps"
                 if self.validator is not None and validated_step != state.step:
                     is_best, _ = self._validate()
@@ -255,45 +253,25 @@ class Trainer:
                 bool(train.save_interval_steps) and state.step % train.save_interval_steps == 0
             )
             if periodic or save_due or stop is not None:
-                self._save(numbered=True, best=is_best)
+                # An interruption writes checkpoint_last.pt only: the numbered ones keep the
+                # configured interval (what averaging the last N relies on).
+                self._save(numbered=periodic or save_due or stop != "interrupted", best=is_best)
                 saved_step, last_save = state.step, time.monotonic()
             elif is_best:
                 self._save(numbered=False, best=True)
         progress.close()
         if saved_step != state.step:
-            self._save(numbered=True, best=False)
+            self._save(numbered=stop != "interrupted", best=False)
         state.stop_reason = stop
+        if stop == "interrupted":
+            cause = signals.received.name if signals.requested else "a signal to another process"
+            self.log(
+                f"{cause}: stopped after step {state.step}, {self.run_dir.last_path} written; "
+                "rerun the same command to resume"
+            )
+            return state
         best = ""
         if state.best_metric is not None:
             best = f"; best {train.best_metric} {state.best_metric:.4g} at step {state.best_step}"
         self.log(f"stopped at step {state.step} ({stop}){best}")
         return state
-
-    def _handle_nonfinite(self, result: UpdateResult, consecutive: int) -> None:
-        """Skip and count the update (`skip_nonfinite`), or stop with a clear message."""
-        train = self.config.train
-        step = self.state.step + 1
-        value = result.loss_sum / max(result.tokens, 1)
-        if train.skip_nonfinite and consecutive < MAX_CONSECUTIVE_SKIPS:
-            self.state.skipped_updates += 1
-            self.log(
-                f"warning: non-finite loss ({value}) at step {step}: update skipped "
-                f"({self.state.skipped_updates} skipped so far)"
-            )
-            return
-        last = self.run_dir.last_path
-        kept = (
-            f"the last good checkpoint {last} is kept"
-            if last.is_file()
-            else ("no checkpoint had been written yet")
-        )
-        why = (
-            f"{consecutive} non-finite updates in a row"
-            if train.skip_nonfinite
-            else ("set train.skip_nonfinite=true to skip such updates instead")
-        )
-        raise NonFiniteLossError(
-            f"non-finite loss ({value}) at step {step}; training stopped and {kept} ({why}). "
-            "Lower the learning rate (train.lr_scale / train.peak_lr), raise "
-            "train.warmup_steps, or use train.clip_norm / train.precision=fp32."
-        )
