@@ -30,7 +30,9 @@ def _update(loss_sum: float, nll_sum: float, tokens: int) -> UpdateResult:
 
 def test_a_record_covers_the_updates_since_the_previous_one(tmp_path, clock):
     metrics = MetricsLog(tmp_path / "metrics.jsonl")
-    run = TrainProgress(metrics, max_steps=10, step=0, elapsed_seconds=0.0, is_main=True)
+    run = TrainProgress(
+        metrics, max_steps=10, step=0, elapsed_seconds=0.0, is_main=True, interactive=True
+    )
     run.add(_update(20.0, 16.0, 8))
     clock[0] += 2.0
     run.add(_update(10.0, 8.0, 2))
@@ -51,7 +53,9 @@ def test_a_record_covers_the_updates_since_the_previous_one(tmp_path, clock):
 
 def test_elapsed_time_adds_the_earlier_runs_of_a_resumed_job(tmp_path, clock):
     metrics = MetricsLog(tmp_path / "metrics.jsonl")
-    run = TrainProgress(metrics, max_steps=10, step=4, elapsed_seconds=90.0, is_main=True)
+    run = TrainProgress(
+        metrics, max_steps=10, step=4, elapsed_seconds=90.0, is_main=True, interactive=True
+    )
     clock[0] += 30.0
     assert run.elapsed() == pytest.approx(120.0)
     assert run.bar.n == 4 and run.bar.total == 10  # the bar starts at the resumed step
@@ -74,7 +78,13 @@ def test_only_rank_0_writes(tmp_path, clock):
 def test_mfu_uses_all_processes_flops_and_peak_and_shows_on_the_bar(tmp_path, clock):
     metrics = MetricsLog(tmp_path / "metrics.jsonl")
     run = TrainProgress(
-        metrics, max_steps=10, step=0, elapsed_seconds=0.0, is_main=True, peak_flops=4e12
+        metrics,
+        max_steps=10,
+        step=0,
+        elapsed_seconds=0.0,
+        is_main=True,
+        peak_flops=4e12,
+        interactive=True,
     )
     run.add(_update(2.0, 2.0, 4), flops=6e12)
     run.add(_update(2.0, 2.0, 4), flops=2e12)
@@ -87,7 +97,9 @@ def test_mfu_uses_all_processes_flops_and_peak_and_shows_on_the_bar(tmp_path, cl
 
 def test_without_a_peak_a_record_has_tokens_per_second_only(tmp_path, clock):
     metrics = MetricsLog(tmp_path / "metrics.jsonl")
-    run = TrainProgress(metrics, max_steps=10, step=0, elapsed_seconds=0.0, is_main=True)
+    run = TrainProgress(
+        metrics, max_steps=10, step=0, elapsed_seconds=0.0, is_main=True, interactive=True
+    )
     run.add(_update(2.0, 2.0, 4), flops=6e12)
     clock[0] += 2.0
     run.write(step=1, lr=0.1, epoch=1, skipped_updates=0, grad_norm=None)
@@ -95,3 +107,37 @@ def test_without_a_peak_a_record_has_tokens_per_second_only(tmp_path, clock):
     record = metrics.read()[0]
     assert "mfu" not in record and record["tokens_per_second"] == pytest.approx(2.0)
     assert "mfu" not in run.bar.postfix
+
+
+def test_with_a_time_limit_the_bar_ends_where_the_limit_will_stop_the_run(tmp_path, clock):
+    """The 60-minute demo showed 1500/100000 with a 30-hour ETA: now, at 1500 updates in 30
+    minutes with 30 minutes left, the run is projected to stop at 3000 (closed form:
+    1500 + 30 min x 50 updates/min), after 30 more minutes, by max_minutes."""
+    metrics = MetricsLog(tmp_path / "metrics.jsonl")
+    run = TrainProgress(metrics, 100_000, 0, 0.0, True, max_minutes=60.0, interactive=True)
+    for _ in range(1500):
+        run.add(_update(1.0, 1.0, 1))
+    clock[0] += 30 * 60
+    assert run.forecast(1500) == (3000, pytest.approx(30 * 60), "max_minutes")
+    run.write(step=1500, lr=0.1, epoch=1, skipped_updates=0, grad_norm=None)
+    assert run.bar.total == 3000
+    # Far from the time limit, max_steps ends the run first.
+    assert run.forecast(99_999)[::2] == (100_000, "max_steps")
+
+
+def test_without_a_terminal_progress_is_one_line_per_record(tmp_path, clock, capsys):
+    metrics = MetricsLog(tmp_path / "metrics.jsonl")
+    run = TrainProgress(metrics, 10, 0, 0.0, True, interactive=False)
+    for step in range(1, 11):
+        run.add(_update(2.0, 2.0, 2))
+        clock[0] += 1.0
+        if step % 5 == 0:
+            run.write(step=step, lr=0.1, epoch=1, skipped_updates=0, grad_norm=None)
+    run.close()
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert lines == [
+        "step 5/10 (max_steps) loss 1.000 lr 1.00e-01 tok_s 2 elapsed 0:00:05 left 0:00:05",
+        "step 10/10 (max_steps) loss 1.000 lr 1.00e-01 tok_s 2 elapsed 0:00:10 left 0:00:00",
+    ]
+    assert "\r" not in captured.err + captured.out  # no bar

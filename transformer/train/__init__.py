@@ -9,7 +9,10 @@
 - `state.py`: progress counters and random generators; `checkpoints.py`: writing a run's
   checkpoints and resuming from one;
 - `run_directory.py`: the run directory's files; `metrics_log.py`: `metrics.jsonl`;
-- `progress.py`: the progress bar and clock; `validation.py`: loss and BLEU during training;
+- `progress.py`: the progress bar (or lines), forecast and clock; `flops.py`: model FLOPs
+  and GPU peaks (MFU); `prefetch.py`: the next update's batches read ahead (CUDA);
+- `interrupt.py`: Ctrl-C / SIGTERM stop cleanly; `nonfinite.py`: NaN/Inf losses;
+- `validation.py`: loss and BLEU during training;
 - `average.py`: checkpoint averaging (section 6.1).
 
 `python -m transformer.train` runs `transformer-train` (`transformer.cli.train`).

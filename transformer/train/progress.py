@@ -7,10 +7,16 @@ one). MFU, the model FLOPs per second over the devices' peak (`transformer.train
 shown only where a peak is known: a GPU in the table, or `train.peak_tflops`.
 The clock counts training wall time summed over the runs of a resumed job, which
 `train.max_minutes` limits and checkpoints store.
+
+Progress is shown against whichever limit ends the run first: with `train.max_minutes`, the
+bar's total becomes the step the time limit is projected to stop at (from this run's rate), so
+its ETA is the time that is left. Written to a file or a pipe instead of a terminal, there is
+no bar (no carriage-return update per step): one line per training record instead.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 
 from tqdm import tqdm
@@ -29,6 +35,9 @@ class TrainProgress:
         elapsed_seconds: Training wall time of the earlier runs of a resumed job.
         is_main: Whether this is rank 0 (only rank 0 shows the bar and writes records).
         peak_flops: Peak FLOP/s of all processes' devices together, or None (no MFU).
+        max_minutes: `train.max_minutes` (None: no time limit).
+        interactive: Show a bar (True) or one line per record (False); default: whether
+            stderr is a terminal.
     """
 
     def __init__(
@@ -39,17 +48,44 @@ class TrainProgress:
         elapsed_seconds: float,
         is_main: bool,
         peak_flops: float | None = None,
+        max_minutes: float | None = None,
+        interactive: bool | None = None,
     ) -> None:
         self.metrics, self.is_main, self.peak_flops = metrics, is_main, peak_flops
         self.started, self.elapsed_before = time.monotonic(), elapsed_seconds
+        self.max_steps, self.first_step = max_steps, step
+        self.limit_seconds = None if max_minutes is None else max_minutes * 60
+        self.interactive = sys.stderr.isatty() if interactive is None else interactive
         self.window = TrainWindow()
         self.bar = tqdm(
-            total=max_steps, initial=step, disable=not is_main, desc="train", dynamic_ncols=True
+            total=max_steps,
+            initial=step,
+            disable=not (is_main and self.interactive),
+            desc="train",
+            dynamic_ncols=True,
         )
 
     def elapsed(self) -> float:
         """Training wall time in seconds, including earlier runs of a resumed job."""
         return self.elapsed_before + time.monotonic() - self.started
+
+    def forecast(self, step: int) -> tuple[int, float, str]:
+        """Where the run will end: (last step, seconds left, the limit that ends it).
+
+        The time limit's last step is projected from this run's updates per second; before
+        the first update only `max_steps` is known.
+        """
+        left = self.max_steps - step
+        done, seconds = step - self.first_step, time.monotonic() - self.started
+        if done <= 0 or seconds <= 0:
+            return self.max_steps, float("nan"), "max_steps"
+        rate = done / seconds
+        steps_left = (float("inf"), left / rate, "max_steps")
+        if self.limit_seconds is not None:
+            time_left = max(self.limit_seconds - self.elapsed(), 0.0)
+            if time_left < steps_left[1]:
+                return min(self.max_steps, step + int(time_left * rate)), time_left, "max_minutes"
+        return self.max_steps, steps_left[1], "max_steps"
 
     def add(self, result: UpdateResult, flops: float = 0.0) -> None:
         """Count one applied update (advances the bar).
@@ -88,9 +124,26 @@ class TrainProgress:
             }
             if "mfu" in record:
                 postfix["mfu"] = f"{100 * record['mfu']:.1f}%"
-            self.bar.set_postfix(postfix, refresh=False)
+            last, seconds_left, limit = self.forecast(step)
+            if self.interactive:
+                self.bar.total = last  # the bar and its ETA follow the limit that ends the run
+                self.bar.set_postfix(postfix, refresh=False)
+            else:
+                fields = " ".join(f"{key} {value}" for key, value in postfix.items())
+                tqdm.write(
+                    f"step {step}/{last} ({limit}) {fields} elapsed {_clock(self.elapsed())} "
+                    f"left {_clock(seconds_left)}"
+                )
         self.window.reset()
 
     def close(self) -> None:
         """Close the bar."""
         self.bar.close()
+
+
+def _clock(seconds: float) -> str:
+    """H:MM:SS ("?" before it can be known)."""
+    if seconds != seconds:  # NaN
+        return "?"
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}"

@@ -203,7 +203,13 @@ class Trainer:
         world, is_main = self.context.world_size, self.context.is_main
         peak = device_peak_flops(self.device, self.precision, train.peak_tflops, devices=world)
         self.progress = progress = TrainProgress(
-            self.metrics, train.max_steps, state.step, state.elapsed_seconds, is_main, peak
+            self.metrics,
+            train.max_steps,
+            state.step,
+            state.elapsed_seconds,
+            is_main,
+            peak,
+            max_minutes=train.max_minutes,
         )
         last_save, saved_step, validated_step = time.monotonic(), state.step, state.step
         consecutive_skips, stream, stop = 0, iter(self.batches), None
