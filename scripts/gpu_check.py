@@ -256,10 +256,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the check; 0 when every step ran ok (or was skipped as planned), else 1."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    wanted = args.steps.split(",") if args.steps is not None else None
+    keys = [key for key, _, _ in steps.PLAN]
+    for w in wanted or []:  # a step nobody runs must not end in "all ok"
+        if not any(key == w or key.startswith(f"{w}_") for key in keys):
+            parser.error(f"--steps: unknown step {w!r}; steps: {', '.join(keys)}")
+    if args.budget_s is not None and not args.budget_s > 0:
+        parser.error(f"--budget-s ({args.budget_s}) must be positive")
+    out = Path(args.out)
+    if out.is_dir() or not out.parent.is_dir() or out.suffix == ".log":
+        parser.error(f"--out {out}: a .json file in an existing directory")
     check = Check(args)
     signal.signal(signal.SIGTERM, _interrupt)
-    wanted = args.steps.split(",") if args.steps else None
     plan = [
         (key, cap, function)
         for key, cap, function in steps.PLAN

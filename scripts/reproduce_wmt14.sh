@@ -38,10 +38,23 @@ shift
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python}
 run_dir=${RUN_DIR:-checkpoints/wmt14_en-de_$size}
+# train.output_dir / train.keep_last given as overrides decide where averaging looks and how
+# many checkpoints it averages (checked now, not after hours of training).
+for arg in "$@"; do
+  case "$arg" in
+    train.output_dir=*) run_dir=${arg#*=} ;;
+    train.keep_last=*) average_last=${arg#*=} ;;
+  esac
+done
 if [ -z "${NGPUS:-}" ]; then
   NGPUS=$("$python" -c 'import torch; print(torch.cuda.device_count())')
   [ "$NGPUS" -ge 1 ] || NGPUS=1
 fi
+for value in "NGPUS=$NGPUS" "train.keep_last=$average_last"; do
+  case "${value#*=}" in
+    '' | *[!0-9]* | 0) echo "$0: $value must be a whole number of at least 1" >&2; exit 2 ;;
+  esac
+done
 
 train_args=(--config "configs/$size.yaml" "train.output_dir=$run_dir" "train.keep_last=$average_last" "$@")
 echo "== 0. data + joint BPE (37000): transformer-prepare into $run_dir"

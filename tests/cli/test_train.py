@@ -153,6 +153,8 @@ def test_ctrl_c_and_sigterm_save_say_how_to_resume_and_resume_exactly(
     out, err = process.communicate(timeout=60)
     assert process.returncode == status, err[-2000:]
     assert "Traceback" not in err
+    again = " (Ctrl-C again to abort)" if sig == signal.SIGINT else ""
+    assert f"{sig.name}: stopping after this update{again}\n" in err
     step = read_checkpoint(stopped / "checkpoint_last.pt")["step"]
     assert 3 <= step < 40
     line = f"{sig.name}: stopped after step {step}, {stopped / 'checkpoint_last.pt'} written; "
@@ -164,3 +166,12 @@ def test_ctrl_c_and_sigterm_save_say_how_to_resume_and_resume_exactly(
     assert a["step"] == b["step"] == 40
     for key, value in a["model"].items():
         assert torch.equal(value, b["model"][key]), key
+
+
+def test_overrides_may_follow_the_options(tmp_path, capsys):
+    path = tmp_path / "only.yaml"
+    path.write_text("model:\n  d_model: 64\n")
+    argv = ["--config", str(path), "train.seed=2", "--print-config", "train.max_steps=3"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "  seed: 2" in lines and "  max_steps: 3" in lines

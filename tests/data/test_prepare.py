@@ -106,6 +106,18 @@ def test_second_run_reuses_model_and_cache(corpus, tmp_path):
     assert len(list((tmp_path / "run" / "cache").glob("train-*.npz"))) == 2
 
 
+def test_a_cache_file_cut_short_is_encoded_again(corpus, tmp_path):
+    config, _, _ = corpus
+    first = prepare_data(config, tmp_path / "run", log=None)
+    (cached,) = (tmp_path / "run" / "cache").glob("train-*.npz")
+    cached.write_bytes(cached.read_bytes()[:100])  # what a full disk leaves
+    messages = []
+    again = prepare_data(config, tmp_path / "run", log=messages.append)
+    assert any("unreadable" in m and "encoding again" in m for m in messages)
+    for name in ("src_tokens", "src_offsets", "tgt_tokens", "tgt_offsets"):
+        np.testing.assert_array_equal(getattr(again.train, name), getattr(first.train, name))
+
+
 def test_either_direction(corpus, tmp_path):
     config, _, _ = corpus
     en_de = prepare_data(config, tmp_path / "run", log=None)

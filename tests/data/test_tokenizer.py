@@ -162,3 +162,16 @@ def test_bad_inputs_raise_clear_errors(train_lines, tmp_path):
     )
     with pytest.raises(ValueError, match="special ids"):
         Tokenizer(model.getvalue())
+
+
+def test_ctrl_c_while_sentencepiece_reads_its_input_is_an_interrupt_not_a_bad_vocabulary():
+    """SentencePiece's C++ trainer turns an exception from the sentence iterator into a
+    RuntimeError naming it; a Ctrl-C must stay an interrupt (exit 130), not read as
+    "data.vocab_size does not fit"."""
+
+    def interrupted():
+        yield "ein Satz"
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        Tokenizer.train(interrupted(), vocab_size=10)

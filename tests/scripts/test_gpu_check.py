@@ -186,3 +186,22 @@ def test_junit_summary_counts_outcomes(tmp_path):
     assert (got["tests"], got["failures"], got["skipped"]) == (3, 1, 1)
     assert got["outcomes"] == {"a::ok": "passed", "a::bad": "failure", "b::gpu": "skipped"}
     assert figures.junit_summary(tmp_path / "missing.xml") == {}
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--steps", "zzz"], "unknown step 'zzz'"),
+        (["--steps", ","], "unknown step ''"),
+        (["--budget-s", "0"], "must be positive"),
+        (["--out", "/nonexistent/x.json"], "a .json file in an existing directory"),
+    ],
+)
+def test_arguments_that_would_check_nothing_are_refused(tmp_path, capsys, args, message):
+    from scripts import gpu_check
+
+    argv = ["--dry-run", "--out", str(tmp_path / "g.json"), *args]
+    with pytest.raises(SystemExit) as exit_:
+        gpu_check.main(argv)
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "g.json").exists()

@@ -161,3 +161,47 @@ def test_the_script_prepares_first_then_runs_torchrun_of_its_python_on_every_vis
     )
     assert calls[2].startswith("-m transformer.cli.average --last 5 --dir r")
     assert calls[3].startswith("-m transformer.cli.evaluate --checkpoint r/checkpoint_avg5.pt")
+
+
+@pytest.mark.parametrize(
+    "env, args, message",
+    [
+        ({"NGPUS": "0"}, [], "NGPUS=0 must be a whole number of at least 1"),
+        ({"NGPUS": "abc"}, [], "NGPUS=abc must be a whole number"),
+        ({"NGPUS": "1"}, ["train.keep_last=x"], "train.keep_last=x must be a whole number"),
+    ],
+)
+def test_bad_counts_are_refused_before_any_work(tmp_path, env, args, message):
+    log = tmp_path / "calls.log"
+    stub = tmp_path / "python"
+    stub.write_text(STUB_PYTHON)
+    stub.chmod(0o755)
+    environment = {**os.environ, "PYTHON": str(stub), "STUB_LOG": str(log), **env}
+    result = subprocess.run(
+        ["bash", str(REPO / "scripts/reproduce_wmt14.sh"), "base", *args],
+        cwd=REPO,
+        env=environment,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2 and message in result.stderr
+    assert not log.exists()  # nothing ran
+
+
+def test_the_run_directory_and_checkpoint_count_follow_the_overrides(tmp_path):
+    stub, log = tmp_path / "python", tmp_path / "calls.log"
+    stub.write_text(STUB_PYTHON)
+    stub.chmod(0o755)
+    env = {**os.environ, "PYTHON": str(stub), "STUB_LOG": str(log), "NGPUS": "2"}
+    overrides = ["train.output_dir=/scratch/run", "train.keep_last=3"]
+    result = subprocess.run(
+        ["bash", str(REPO / "scripts/reproduce_wmt14.sh"), "base", *overrides],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    calls = log.read_text().splitlines()
+    assert calls[2].startswith("-m transformer.cli.average --last 3 --dir /scratch/run")
+    assert "--checkpoint /scratch/run/checkpoint_avg3.pt" in calls[3]

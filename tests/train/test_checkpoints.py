@@ -278,3 +278,21 @@ def test_resuming_from_an_averaged_checkpoint_is_a_clear_error(tmp_path, tiny_ru
     save_checkpoint(state, run_dir / "checkpoint_last.pt")
     with pytest.raises(ValueError, match=r"checkpoint_last\.pt cannot be resumed: it has no "):
         Trainer(tiny_run.load([*overrides, "train.max_steps=3"]))
+
+
+def test_resuming_with_another_sentencepiece_model_is_refused(tmp_path, tiny_run):
+    """A run directory whose spm.model was replaced (the vocabulary-size error advises deleting
+    it) would resume with token ids that mean other pieces: refused, naming the checkpoint."""
+    import shutil
+
+    from transformer.train.trainer import Trainer
+
+    run_dir, other = tmp_path / "run", tmp_path / "other"
+    common = [*tiny_run.fast, "train.max_steps=2"]
+    Trainer(tiny_run.load([*common, f"train.output_dir={run_dir}"])).train()
+    unigram = [*common, f"train.output_dir={other}", "data.spm_model_type=unigram"]
+    Trainer(tiny_run.load(unigram)).train()
+    shutil.copy(other / "spm.model", run_dir / "spm.model")  # same size, other pieces
+    last = run_dir / "checkpoint_last.pt"
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(last))} was trained with another "):
+        Trainer(tiny_run.load([*common, f"train.output_dir={run_dir}", "train.max_steps=3"]))

@@ -124,3 +124,10 @@ def test_onednn_linear_kernel_with_bf16_is_refused_before_training(tmp_path, tin
     with pytest.raises(ValueError, match="fp32 on cpu with torch.compile"):
         Trainer(tiny_run.load(fp32_compiled))
     assert not any(tmp_path.iterdir())  # nothing was prepared or written
+
+
+def test_an_update_larger_than_an_epoch_is_refused_before_it_fills_memory(tmp_path, tiny_run):
+    overrides = [*tiny_run.fast, f"train.output_dir={tmp_path}", "train.tokens_per_update=10**9"]
+    overrides[-1] = "train.tokens_per_update=1000000000"
+    with pytest.raises(ValueError, match=r"one update needs \d+ micro-batches per process"):
+        Trainer(tiny_run.load(overrides))

@@ -45,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="dotted overrides of config keys, e.g. data.vocab_size=32000 (the same as for "
         "transformer-train, so that it finds what this prepares)",
     )
+    # Overrides may come before, between or after the options (`--no-resume` last).
+    parser.parse_args = parser.parse_intermixed_args
     return parser
 
 

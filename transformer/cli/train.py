@@ -59,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="start from scratch even if the run directory holds checkpoint_last.pt",
     )
+    # Overrides may come before, between or after the options (`--no-resume` last).
+    parser.parse_args = parser.parse_intermixed_args
     return parser
 
 

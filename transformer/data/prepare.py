@@ -27,6 +27,7 @@ Steps (section 5.1 of the paper, with SentencePiece in place of the authors' BPE
 from __future__ import annotations
 
 import time
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,10 +91,15 @@ def _encoded(
     models = (tokenizer.src_model_bytes, tokenizer.tgt_model_bytes)
     path = cache_path(cache_dir, split, fingerprint, models)
     if path.is_file():
-        log(f"{split}: loaded cached token ids {path}")
-        arrays = load_arrays(path)
-        lines = np.arange(len(arrays["blank"]), dtype=np.int64)
-        return ParallelDataset(*(arrays[name] for name in _CACHED), lines), arrays["blank"]
+        try:
+            arrays = load_arrays(path)
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as error:
+            # A file cut short (a crash before atomic writes, a full disk): encode again.
+            log(f"{split}: cached token ids {path} unreadable ({error}); encoding again")
+        else:
+            log(f"{split}: loaded cached token ids {path}")
+            lines = np.arange(len(arrays["blank"]), dtype=np.int64)
+            return ParallelDataset(*(arrays[name] for name in _CACHED), lines), arrays["blank"]
     if not build:
         raise DataNotPrepared(f"{split} data not prepared yet: no {path}")
     if text is None:

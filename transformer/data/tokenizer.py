@@ -188,6 +188,8 @@ class Tokenizer:
                 minloglevel=2,
             )
         except RuntimeError as error:
+            if "KeyboardInterrupt" in str(error):  # Ctrl-C while its C++ code ran its input
+                raise KeyboardInterrupt from None
             raise ValueError(f"SentencePiece training failed: {error}") from error
         return model.getvalue()
 

@@ -243,12 +243,24 @@ class TrainingCheckpoints:
             The saved progress counters.
 
         Raises:
-            ValueError: when the checkpoint does not fit the model, naming the file.
+            ValueError: when the checkpoint does not fit the model or was trained with another
+                SentencePiece model than the run directory's, naming the file.
         """
         path = self.run_dir.last_path
         # Read to the CPU: `load_state_dict` copies weights onto the model's device and casts
         # Adam's moments to each parameter's device; RNG states must stay CPU tensors.
         checkpoint = read_checkpoint(path, map_location="cpu")
+        saved = (checkpoint.get("spm_model"), checkpoint.get("tgt_spm_model"))
+        tokenizer = self.tokenizer
+        if saved != (
+            tokenizer.src_model_bytes,
+            None if tokenizer.shared else tokenizer.tgt_model_bytes,
+        ):
+            raise ValueError(
+                f"{path} was trained with another SentencePiece model than the one in "
+                f"{self.run_dir.path} (its token ids would mean other pieces); put the run's "
+                "model back, or start over with --no-resume or another train.output_dir"
+            )
         state = restore_training_checkpoint(
             checkpoint,
             path,

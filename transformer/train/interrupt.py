@@ -4,12 +4,13 @@ The first signal only asks: the current update finishes, the request travels wit
 stop/save flags (OR-ed over processes, so every rank of a torchrun job stops after the same
 update), `checkpoint_last.pt` is written (atomically), one line says how to resume, and the
 command exits with 128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM). A second
-signal of the same kind aborts at once (KeyboardInterrupt for Ctrl-C, the default action for
-SIGTERM); the last complete checkpoint stays as it was.
+Ctrl-C aborts at once (KeyboardInterrupt; the last complete checkpoint stays as it was); a
+repeated SIGTERM does not, since schedulers and torchrun send it more than once for one stop.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 
@@ -42,13 +43,18 @@ class StopSignals:
         self._previous = {}
 
     def _request_stop(self, number: int, frame) -> None:
-        """A signal: the first is remembered, a second of the same kind aborts, one of the
-        other kind changes nothing (Ctrl-C under torchrun reaches each worker as SIGINT from
-        the terminal and then as SIGTERM from torchrun, which passes on what it received)."""
+        """A signal: the first is remembered; then a second Ctrl-C aborts, and further
+        SIGTERMs change nothing (a scheduler signals every process and torchrun passes its
+        own on, so one stop reaches a worker more than once; SIGKILL remains the hard stop)."""
         if self.received is None:
             self.received = signal.Signals(number)
-            abort = signal.default_int_handler if number == signal.SIGINT else signal.SIG_DFL
-            signal.signal(number, abort)
+            if number == signal.SIGINT:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                again = " (Ctrl-C again to abort)"
+            else:
+                again = ""
+            # os.write, not print: the signal may have interrupted a print to the same stream.
+            os.write(2, f"{self.received.name}: stopping after this update{again}\n".encode())
 
     @property
     def requested(self) -> bool:

@@ -95,6 +95,8 @@ class TrainProgress:
             flops: Its model FLOPs over all processes (`flops.batch_flops`).
         """
         self.bar.update(1)
+        if self.interactive and self.limit_seconds is not None:  # the ETA from the first step
+            self.bar.total = max(self.forecast(self.bar.n)[0], self.bar.n)
         self.window.add(result.loss_sum, result.nll_sum, result.tokens, flops)
 
     def write(
@@ -126,7 +128,7 @@ class TrainProgress:
                 postfix["mfu"] = f"{100 * record['mfu']:.1f}%"
             last, seconds_left, limit = self.forecast(step)
             if self.interactive:
-                self.bar.total = last  # the bar and its ETA follow the limit that ends the run
+                self.bar.total = max(last, step)  # the bar's ETA: the limit that ends the run
                 self.bar.set_postfix(postfix, refresh=False)
             else:
                 fields = " ".join(f"{key} {value}" for key, value in postfix.items())

@@ -18,6 +18,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from transformer.config import Config
 from transformer.data.prepare import DataNotPrepared, PreparedData, prepare_data
@@ -26,6 +27,7 @@ from transformer.train.run_directory import RunDirectory
 
 # Seconds between two looks at the run directory, and before the first "waiting" message.
 POLL_SECONDS = 1.0
+LOOK_ANYWAY_SECONDS = 30.0
 FIRST_NOTICE_SECONDS = 60.0
 
 
@@ -54,20 +56,36 @@ def prepare_run_data(
     if context.is_main:
         run_dir.create()
         return prepare_data(config.data, run_dir.path, train=True, log=log)
-    started = time.monotonic()
-    notice = FIRST_NOTICE_SECONDS
+    started = last_look = time.monotonic()
+    notice, seen = FIRST_NOTICE_SECONDS, None
     while True:
-        try:
-            return prepare_data(config.data, run_dir.path, train=True, log=None, build=False)
-        except DataNotPrepared:
-            waited = time.monotonic() - started
-            if waited >= notice:  # after 1 minute, then every 10 minutes
-                print(
-                    f"rank {context.rank}: waited {waited / 60:.0f} min for rank 0 to prepare "
-                    f"the data in {run_dir.path} (a job on several machines needs it on a "
-                    "filesystem they share; transformer-prepare prepares it ahead of time)",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                notice += 600.0
-            time.sleep(poll_seconds)
+        # A look fingerprints the corpus files (seconds for WMT14): look only when rank 0
+        # has written something since the last look (a new file changes its directory's
+        # mtime; read before the look, so no write is missed), and every 30 s regardless
+        # (filesystems with coarse timestamps).
+        written = _written(config, run_dir)
+        if written != seen or time.monotonic() - last_look >= LOOK_ANYWAY_SECONDS:
+            seen, last_look = written, time.monotonic()
+            try:
+                return prepare_data(config.data, run_dir.path, train=True, log=None, build=False)
+            except DataNotPrepared:
+                pass
+        waited = time.monotonic() - started
+        if waited >= notice:  # after 1 minute, then every 10 minutes
+            print(
+                f"rank {context.rank}: waited {waited / 60:.0f} min for rank 0 to prepare "
+                f"the data in {run_dir.path} (a job on several machines needs it on a "
+                "filesystem they share; transformer-prepare prepares it ahead of time)",
+                file=sys.stderr,
+                flush=True,
+            )
+            notice += 600.0
+        time.sleep(poll_seconds)
+
+
+def _written(config: Config, run_dir: RunDirectory) -> tuple:
+    """When the run directory and the token cache last changed (cheap: two `stat` calls)."""
+    cache = Path(config.data.cache_dir) if config.data.cache_dir else run_dir.path / "cache"
+    return tuple(
+        path.stat().st_mtime_ns if path.exists() else None for path in (run_dir.path, cache)
+    )

@@ -127,6 +127,11 @@ class Trainer:
             world_size=world,
             **ids,
         )
+        if self.update_freq > len(batches):  # an update would hold the epoch, all in memory
+            raise ValueError(
+                f"one update needs {self.update_freq} micro-batches per process, more than the "
+                f"{len(batches)} of an epoch; lower train.tokens_per_update / update_freq"
+            )
         self.batches = Prefetcher(batches, self.update_freq, self.device)  # train/prefetch.py
         self.metrics = MetricsLog(self.run_dir.metrics_path)
         self.validator = None
@@ -232,7 +237,10 @@ class Trainer:
             save_due = train.save_interval_minutes is not None and (
                 time.monotonic() - last_save >= train.save_interval_minutes * 60
             )
-            result = self.update(micro_batches, [time_up, save_due, signals.requested])
+            # The stop request is read after the backward passes: a Ctrl-C during them stops
+            # after this update.
+            requests = lambda up=time_up, due=save_due: [up, due, signals.requested]  # noqa: E731
+            result = self.update(micro_batches, requests)
             if result.applied:
                 state.step += 1
             time_up, save_due, interrupted = result.flags  # OR-ed over processes

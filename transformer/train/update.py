@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import inspect
 import math
+from collections.abc import Callable
 
 import torch
 
@@ -106,12 +107,16 @@ class UpdateStep:
         self.context, self.device, self.precision = context, context.device, precision
         self.label_smoothing, self.pad_id, self.clip_norm = label_smoothing, pad_id, clip_norm
 
-    def __call__(self, micro_batches: list, flags: list[bool]) -> UpdateResult:
+    def __call__(
+        self, micro_batches: list, flags: list[bool] | Callable[[], list[bool]]
+    ) -> UpdateResult:
         """Forward/backward `micro_batches`, then one optimizer step if the loss is finite.
 
         Args:
             micro_batches: This process's batches of the update (see `BatchIterator`).
-            flags: This process's requests (stop, save), OR-ed over processes in the result.
+            flags: This process's requests (stop, save), OR-ed over processes in the result;
+                a callable is asked after the backward passes, so that a request made while
+                they ran (Ctrl-C) is part of this update.
 
         Returns:
             The update's `UpdateResult`; `applied` tells whether the optimizer stepped (and
@@ -139,6 +144,7 @@ class UpdateStep:
                 )
                 self.scaler.scale(out.loss * scale.to(out.loss.dtype)).backward()
             sums += torch.stack([out.loss.detach(), out.nll_loss]).double()
+        flags = flags() if callable(flags) else flags
         requests = self._on_device([float(f) for f in flags])
         stats = all_reduce_sum(torch.cat([sums, requests]), self.context)
         # Not reduced: after DDP's averaging every process holds the same gradients.
