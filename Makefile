@@ -13,8 +13,12 @@ venv:
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0 || $(PY) -m pip install -q torch
 
+# The export extra (ctranslate2, transformers) lets the test run include the parity tests of
+# transformer-export; none of its packages pulls in another torch. Where a package index lacks
+# it, the rest still installs and those tests are skipped (they say so).
 install: venv
 	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -e ".[export]" || echo "make: the export extra (ctranslate2, transformers) could not be installed: its parity tests are skipped"
 
 # Default test run: everything except GPU tests (slow real-data tests included, about 2 minutes
 # on 2 CPU cores). Real data: ../shared/data, or $TRANSFORMER_DATA_DIR.

@@ -20,7 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "transformer"
 MODULES = sorted(PACKAGE.rglob("*.py"))
-CONCERNS = ("model", "data", "train", "decode", "evaluate", "cli", "cpu")
+CONCERNS = ("model", "data", "train", "decode", "evaluate", "cli", "cpu", "export")
 
 
 def imported_modules(path: Path) -> set[str]:

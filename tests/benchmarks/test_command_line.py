@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-RUNNABLE = ("benchmark", "cpu_step_time", "linear_kernels")
+RUNNABLE = (
+    "benchmark",
+    "cpu_step_time",
+    "ctranslate2_decoding",
+    "decoding_features",
+    "linear_kernels",
+)
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 

@@ -48,7 +48,7 @@ def test_cli_writes_png_and_json_equal_to_the_python_api(
     checkpoint, model, tiny_tokenizer, tmp_path, capsys
 ):
     pytest.importorskip("matplotlib")
-    png, raw = tmp_path / "out" / "map.png", tmp_path / "out" / "map.json"
+    png, raw = tmp_path / "map.png", tmp_path / "map.json"
     argv = ["--checkpoint", str(checkpoint), "--src", SOURCE, "--tgt", SHORT_DE]
     argv += ["--kind", "decoder-self", "--layer", "0", "--head", "1", "--head", "3"]
     assert main([*argv, "--output", str(png), "--json", str(raw)]) == 0

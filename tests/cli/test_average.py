@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from transformer.checkpoint import load_checkpoint, read_checkpoint
+from transformer.checkpoint import load_checkpoint
 from transformer.cli import average as cli_average
 from transformer.cli.average import main
 
@@ -43,14 +43,19 @@ def test_mismatched_checkpoints_are_one_error_line(tmp_path, write_filled_checkp
     assert not (tmp_path / "x.pt").exists() and not (tmp_path / "y.pt").exists()
 
 
-def test_output_parents_are_created_and_a_directory_is_refused(
-    tmp_path, write_filled_checkpoint, capsys
+def test_an_output_in_a_missing_directory_or_a_directory_is_refused(
+    tmp_path, write_filled_checkpoint, capsys, monkeypatch
 ):
     a = write_filled_checkpoint(tmp_path / "a.pt", 1.0, 1)
+    monkeypatch.setattr(cli_average, "average_checkpoints", lambda p: pytest.fail("averaged"))
     output = tmp_path / "new" / "dir" / "avg.pt"
-    assert main(["--inputs", str(a), "--output", str(output)]) == 0
-    assert read_checkpoint(output)["step"] == 1
-    capsys.readouterr()
+    assert main(["--inputs", str(a), "--output", str(output)]) == 1  # no silent mkdir -p
+    (error,) = capsys.readouterr().err.splitlines()
+    assert error == (
+        f"transformer-average: error: --output {output}: the directory {output.parent} "
+        "does not exist (create it first)"
+    )
+    assert not (tmp_path / "new").exists()
     assert main(["--inputs", str(a), "--output", str(tmp_path)]) == 1
     assert f"--output {tmp_path} is a directory" in capsys.readouterr().err
 
@@ -80,3 +85,42 @@ def test_a_dangling_link_as_output_is_refused_before_averaging(
     assert main(["--inputs", str(a), "--output", str(link)]) == 1
     (error,) = capsys.readouterr().err.splitlines()
     assert error.startswith(f"transformer-average: error: --output {link} is a symbolic link")
+
+
+def test_names_of_one_file_are_averaged_once_and_said_so(tmp_path, write_filled_checkpoint, capsys):
+    """checkpoint_last.pt is a hard link of the newest numbered checkpoint: averaging both
+    names would weigh that checkpoint twice (the mean of 1, 3, 3 instead of 1, 3)."""
+    first = write_filled_checkpoint(tmp_path / "checkpoint_10.pt", 1.0, 10)
+    newest = write_filled_checkpoint(tmp_path / "checkpoint_20.pt", 3.0, 20)
+    last = tmp_path / "checkpoint_last.pt"
+    last.hardlink_to(newest)
+    output = tmp_path / "avg.pt"
+    argv = ["--inputs", str(first), str(newest), str(last), str(first), "--output", str(output)]
+    assert main(argv) == 0
+    assert torch.all(load_checkpoint(output)[0].src_embed.weight == 2.0)
+    captured = capsys.readouterr()
+    assert f"{last} is the same file as {newest}: averaged once" in captured.err
+    assert f"{first} is the same file as {first}: averaged once" in captured.err
+    assert "averaged 2 checkpoints" in captured.out
+
+
+def test_a_missing_input_is_one_line(tmp_path, write_filled_checkpoint, capsys):
+    first = write_filled_checkpoint(tmp_path / "a.pt", 1.0, 1)
+    argv = ["--inputs", str(first), str(tmp_path / "gone.pt"), "--output", str(tmp_path / "x.pt")]
+    assert main(argv) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == f"transformer-average: error: checkpoint not found: {tmp_path / 'gone.pt'}"
+
+
+def test_an_output_that_links_to_a_training_checkpoint_is_refused(
+    tmp_path, write_filled_checkpoint
+):
+    """`latest.pt -> checkpoint_last.pt` as --output would replace the checkpoint that
+    training resumes from (the averaged one has no optimizer state)."""
+    a = write_filled_checkpoint(tmp_path / "checkpoint_1.pt", 1.0, 1)
+    last = write_filled_checkpoint(tmp_path / "checkpoint_last.pt", 3.0, 2)
+    link = tmp_path / "latest.pt"
+    link.symlink_to(last.name)
+    before = last.read_bytes()
+    assert main(["--inputs", str(a), "--output", str(link)]) == 2
+    assert last.read_bytes() == before

@@ -10,6 +10,8 @@ import pytest
 import sacrebleu
 
 from transformer.cli.evaluate import main
+from transformer.config import Config, config_to_dict
+from transformer.data.config import DataConfig
 from transformer.decode.translator import Translator
 from transformer.evaluate.bleu import corpus_scores
 
@@ -64,7 +66,7 @@ def test_translates_scores_and_writes_everything(
     expected = Translator(translation_model, synthetic_tokenizer).translate(
         sources, beam_size=2, max_len_b=8
     )
-    hyp_file = out_dir / "checkpoint_best.test.hyp"
+    hyp_file = out_dir / "checkpoint_best.test.hyp.de"  # the checkpoint's data.target_lang
     assert hyp_file.read_text(encoding="utf-8") == "".join(h + "\n" for h in expected)
     report = json.loads((out_dir / "checkpoint_best.test.json").read_text())
     assert report["scores"]["bleu"] == pytest.approx(
@@ -78,8 +80,34 @@ def test_translates_scores_and_writes_everything(
 
     # default output place: next to the checkpoint
     assert main(args + settings) == 0
-    assert (tmp_path / "checkpoint_best.test.hyp").is_file()
+    assert (tmp_path / "checkpoint_best.test.hyp.de").is_file()
     assert (tmp_path / "checkpoint_best.test.json").is_file()
+
+
+def test_the_default_hypothesis_file_ends_with_the_checkpoints_target_language(
+    translation_model, synthetic_tokenizer, tmp_path, synthetic_sentences, write_checkpoint
+):
+    """A DE->EN checkpoint writes `<checkpoint>.<test>.hyp.en`, whatever the files are called;
+    `--output-dir` is created when missing (it names a directory, not a file)."""
+    config = Config(
+        model=translation_model.config, data=DataConfig(source_lang="de", target_lang="en")
+    )
+    checkpoint = tmp_path / "avg.pt"
+    write_checkpoint(
+        checkpoint, translation_model, synthetic_tokenizer, config=config_to_dict(config)
+    )
+    src = write_lines(tmp_path / "newstest2014.src", synthetic_sentences(2, seed=20))
+    ref = write_lines(tmp_path / "newstest2014.ref", synthetic_sentences(2, seed=21))
+    args = ["--checkpoint", str(checkpoint), "--src", str(src), "--ref", str(ref)]
+    assert main(args + ["--max-len-b", "4", "--beam-size", "1", "--device", "cpu"]) == 0
+    assert sorted(p.name for p in tmp_path.glob("avg.*")) == [
+        "avg.newstest2014.hyp.en",
+        "avg.newstest2014.json",
+        "avg.pt",
+    ]
+    out_dir = tmp_path / "new" / "eval"
+    assert main(args + ["--max-len-b", "4", "--output-dir", str(out_dir)]) == 0
+    assert (out_dir / "avg.newstest2014.hyp.en").is_file()
 
 
 def test_test_set_download_failure_names_the_local_alternative(monkeypatch, capsys, tmp_path):

@@ -96,3 +96,57 @@ def test_the_command_line_offers_exactly_the_allowed_styles():
     assert tuple(action.choices) == LENGTH_PENALTY_STYLES
     for style in LENGTH_PENALTY_STYLES:
         DecodeConfig(length_penalty_style=style)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(sampling="yes"), r"^decode\.sampling \('yes'\) must be true or false$"),
+        (dict(temperature=0.0), r"^decode\.temperature \(0\.0\) must be a finite number > 0$"),
+        (dict(temperature=float("inf")), r"^decode\.temperature \(inf\) must be a finite"),
+        (dict(top_k=-1), r"^decode\.top_k \(-1\) must be at least 0 \(0 = off\)$"),
+        (dict(top_k=2.5), r"^decode\.top_k \(2\.5\) must be an integer$"),
+        (dict(top_p=0.0), r"^decode\.top_p \(0\.0\) must be in \(0, 1\]$"),
+        (dict(top_p=float("nan")), r"^decode\.top_p \(nan\) must be in \(0, 1\]$"),
+        (dict(top_p="0.9"), r"^decode\.top_p \('0\.9'\) must be a number$"),
+        (dict(num_samples=0), r"^decode\.num_samples \(0\) must be at least 1$"),
+        (dict(seed=-1), r"^decode\.seed \(-1\) must be in \[0, 2\*\*63\)$"),
+        (dict(seed=2**63), r"^decode\.seed \(9223372036854775808\) must be in \[0, 2\*\*63\)$"),
+        (dict(seed=1.0), r"^decode\.seed \(1\.0\) must be an integer or null$"),
+    ],
+)
+def test_sampling_settings_name_the_key_and_the_value(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        DecodeConfig(**kwargs)
+    with pytest.raises(ValueError, match=message):  # the same rule for the Python API's overrides
+        DecodeConfig(sampling=True).override(**kwargs)
+
+
+def test_override_replaces_what_is_given_and_keeps_the_rest():
+    section = DecodeConfig(beam_size=6, max_len_b=20)
+    assert section.override() == section
+    assert section.override(beam_size=None, max_len_b=5) == DecodeConfig(beam_size=6, max_len_b=5)
+    sampled = section.override(sampling=True, top_p=0.9, seed=3)
+    assert (sampled.sampling, sampled.top_p, sampled.seed, sampled.beam_size) == (True, 0.9, 3, 6)
+    with pytest.raises(ValueError, match=r"^unknown decoding option 'beam'; valid: beam_size, "):
+        section.override(beam=3)
+    message = r"^decode\.top_k \(5\) applies to sampling only: set decode\.sampling too$"
+    with pytest.raises(ValueError, match=message):
+        section.override(top_k=5)
+    assert section.override(top_k=0, temperature=1.0) == section  # the values it has: no change
+
+
+def test_nbest_must_fit_in_the_samples_when_sampling():
+    DecodeConfig(sampling=True, num_samples=5, beam_size=2).check_nbest(5)
+    with pytest.raises(ValueError, match=r"^nbest \(3\) must be between 1 and num_samples \(2\)$"):
+        DecodeConfig(sampling=True, num_samples=2, beam_size=8).check_nbest(3)
+
+
+def test_sampling_keys_load_from_yaml():
+    decode = config_from_dict({"decode": {"sampling": True, "top_p": 0.9, "seed": 7}}).decode
+    assert (decode.sampling, decode.top_p, decode.seed, decode.rows_per_sentence) == (
+        True,
+        0.9,
+        7,
+        1,
+    )

@@ -114,8 +114,9 @@ def test_from_checkpoint_round_trip_and_errors(
     (tmp_path / "junk.pt").write_text("not a checkpoint")
     with pytest.raises(ValueError, match="junk.pt"):
         Translator.from_checkpoint(tmp_path / "junk.pt")
-    with pytest.raises(ValueError, match="list of strings"):
-        loaded.translate("A single string.")
+    single = loaded.translate(sentences[0], max_len_b=8)  # a string in, a string out
+    assert isinstance(single, str)
+    assert single == loaded.translate(sentences[:1], max_len_b=8)[0]
 
 
 @pytest.mark.parametrize(
@@ -127,7 +128,7 @@ def test_from_checkpoint_round_trip_and_errors(
         (dict(beam_size=0), r"beam_size \(0\) must be at least 1"),
         (dict(length_penalty_style="fairseq"), "length_penalty_style"),
         (dict(max_tokens=0), r"max_tokens \(0\) must be at least 1"),
-        (dict(beam_size=None), r"beam_size \(None\) must be an integer"),
+        (dict(beam_size=2.0), r"beam_size \(2\.0\) must be an integer"),
         (dict(max_len_b=8.5), r"max_len_b \(8\.5\) must be an integer"),
     ],
 )
@@ -215,20 +216,93 @@ def test_weights_are_packed_for_the_rows_a_step_decodes(
     translation_model, synthetic_tokenizer, synthetic_sentences, monkeypatch, greedy, beams
 ):
     """rows = sentences of the largest batch x beams (the rows of one decoding step)."""
-    from transformer.decode import translator as translator_module
+    from transformer.decode import batched
 
     seen = []
-    real = translator_module.prepacked_weights
+    real = batched.prepacked_weights
 
     def spy(model, rows=None):
         seen.append(rows)
         return real(model, rows)
 
-    monkeypatch.setattr(translator_module, "prepacked_weights", spy)
+    monkeypatch.setattr(batched, "prepacked_weights", spy)
     sentences = synthetic_sentences(5, seed=3)
     lengths = [len(ids) for ids in synthetic_tokenizer.encode_batch(sentences)]
     max_tokens = 2 * max(lengths)
-    batches = translator_module.length_sorted_batches(lengths, max_tokens)
+    batches = batched.length_sorted_batches(lengths, max_tokens)
     translator = Translator(translation_model, synthetic_tokenizer)
     translator.translate(sentences, beam_size=3, greedy=greedy, max_tokens=max_tokens)
     assert seen == [max(len(batch) for batch in batches) * beams]
+
+
+def test_the_checkpoints_decode_section_is_the_default_and_an_argument_overrides_it(
+    translation_model, synthetic_tokenizer, synthetic_sentences, tmp_path, write_checkpoint
+):
+    """Item 7 of issue #16: `decode.max_len_b: 3` in the checkpoint decodes with b = 3."""
+    from transformer.config import Config, DecodeConfig, config_to_dict
+
+    section = DecodeConfig(beam_size=2, length_penalty=1.0, max_len_b=3)
+    config = config_to_dict(Config(model=translation_model.config, decode=section))
+    path = write_checkpoint(
+        tmp_path / "c.pt", translation_model, synthetic_tokenizer, config=config
+    )
+    loaded = Translator.from_checkpoint(path)
+    assert loaded.decode == section
+    sentences = synthetic_sentences(6, seed=7)
+
+    def reference(**settings):
+        return [
+            reference_translation(translation_model, synthetic_tokenizer, s, **settings)[0][0]
+            for s in sentences
+        ]
+
+    assert loaded.translate(sentences) == reference(beam_size=2, length_penalty=1.0, max_len_b=3)
+    found = loaded.generate(sentences)  # b = 3, not the paper's 50: outputs are cut there
+    lengths = [len(ids) for ids in synthetic_tokenizer.encode_batch(sentences)]
+    assert all(len(t.tokens) <= n + 3 for (t,), n in zip(found, lengths, strict=True))
+    assert any(
+        not t.finished and len(t.tokens) == n + 3 for (t,), n in zip(found, lengths, strict=True)
+    )
+    overridden = reference(beam_size=2, length_penalty=1.0, max_len_b=5)
+    assert loaded.translate(sentences, max_len_b=5) == overridden
+    assert [len(entries) for entries in loaded.translate_nbest(sentences)] == [2] * 6
+    src = torch.tensor([synthetic_tokenizer.encode(sentences[0])])
+    (greedy,) = greedy_search(translation_model, src, max_len_b=3)
+    assert loaded.translate(sentences[0], greedy=True) == synthetic_tokenizer.decode(greedy.tokens)
+    assert Translator(translation_model, synthetic_tokenizer).decode == DecodeConfig()
+
+
+def test_a_single_string_gives_a_single_result_and_the_translator_is_callable(
+    translation_model, synthetic_tokenizer, synthetic_sentences
+):
+    """Item 8 of issue #16, as `pipeline` users expect."""
+    sentences = synthetic_sentences(3, seed=8)
+    translator = Translator(translation_model, synthetic_tokenizer)
+    listed = translator.translate(sentences, beam_size=2, max_len_b=8)
+    assert translator(sentences, beam_size=2, max_len_b=8) == listed
+    assert translator(sentences[1], beam_size=2, max_len_b=8) == listed[1]
+    assert translator("", beam_size=2) == ""
+    nbest = translator.translate_nbest(sentences[1], beam_size=2, nbest=2, max_len_b=8)
+    batched = translator.translate_nbest(sentences, beam_size=2, max_len_b=8)[1]
+    assert [text for text, _ in nbest] == [text for text, _ in batched]
+    assert [score for _, score in nbest] == pytest.approx([score for _, score in batched], abs=1e-5)
+    (best,) = translator.generate(sentences[1], beam_size=2, max_len_b=8)
+    assert (best.text, best.score) == nbest[0]  # the same call on the same batch
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(beam=3), r"^unknown option 'beam'; this call takes beam_size, "),
+        (dict(temperature=0.5), r"decode\.temperature \(0\.5\) applies to sampling only"),
+        (dict(greedy=True, sampling=True), "greedy and sampling exclude each other"),
+        (dict(prefix=["a", "b"]), r"prefix must give one string per sentence \(1\), not 2"),
+    ],
+)
+def test_options_are_checked_once_with_one_line(
+    translation_model, synthetic_tokenizer, options, message
+):
+    translator = Translator(translation_model, synthetic_tokenizer)
+    for call in (translator.translate, translator.translate_nbest, translator.generate):
+        with pytest.raises(ValueError, match=message):
+            call(["a man ."], **options)

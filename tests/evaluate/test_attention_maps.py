@@ -185,3 +185,21 @@ def test_to_dict_is_json_with_the_same_weights(tiny_model, tiny_tokenizer):
     assert raw["kind"] == "decoder-self"
     assert raw["query_labels"] == maps.query_labels and raw["key_labels"] == maps.key_labels
     torch.testing.assert_close(torch.tensor(raw["weights"]), maps.weights, atol=0, rtol=0)
+
+
+def test_the_checkpoints_decode_section_translates_as_the_translator_does(
+    tmp_path, tiny_model, tiny_tokenizer, write_checkpoint
+):
+    """Issue #16, item 7: `decode=config.decode` gives the target that `Translator` gives."""
+    from transformer.checkpoint import load_checkpoint
+    from transformer.config import Config, config_to_dict
+
+    section = DecodeConfig(beam_size=2, max_len_b=2)
+    config = config_to_dict(Config(model=tiny_model.config, decode=section))
+    path = write_checkpoint(tmp_path / "c.pt", tiny_model, tiny_tokenizer, config=config)
+    model, tokenizer, loaded = load_checkpoint(path)
+    translator = Translator.from_checkpoint(path)
+    maps = attention_weights(model, tokenizer, SHORT, decode=loaded.decode)
+    assert maps.target == translator.translate(SHORT)
+    assert maps.target == translator.translate(SHORT, beam_size=2, max_len_b=2)
+    assert len(maps.query_labels) <= len(tokenizer.encode(SHORT)) + 2 + 1  # b = 2; + "</s>"

@@ -43,6 +43,7 @@ def dry_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict]:
     path = os.pathsep.join(filter(None, [str(blocker.parent), os.environ.get("PYTHONPATH")]))
     env = dict(os.environ, PYTHON=sys.executable, PYTHONPATH=path, OMP_NUM_THREADS="1")
     argv = ["bash", "scripts/gpu_check.sh", "--dry-run", "--data", "synthetic"]
+    (root / "out").mkdir()  # as $OUT exists on the device machine
     argv += ["--out", str(root / "out" / "gpu_check.json"), "--work-dir", str(root / "work")]
     done = subprocess.run(
         argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False

@@ -4,7 +4,7 @@
 - `average.py`: `transformer-average`;
 - `translate.py`: `transformer-translate`; `evaluate.py`: `transformer-evaluate`;
 - `score.py`: `transformer-score` (log P(target | source) of given pairs);
-- `attention.py`: `transformer-attention`;
+- `attention.py`: `transformer-attention`; `export.py`: `transformer-export`;
 - `common.py`: what they share (decoding options, devices, files, exit codes).
 
 Nothing outside this folder imports from it.

@@ -8,9 +8,10 @@ weights of every layer and head (`transformer.evaluate.attention_maps`) and draw
 heatmaps with the subword tokens as axis labels, one panel per head or their average, like
 Figures 3 to 5 of the paper. `--json` writes the raw weights of all layers and heads for
 notebooks. Layers and heads are 0-based. Drawing needs matplotlib (`pip install -e '.[viz]'`
-in a clone); `--json` alone does
-not. Both files are written atomically (`transformer.atomic`), and checked before the model
-loads: neither may be the checkpoint or the other, and `--output`'s suffix must be a format
+in a clone); `--json` alone does not. `--checkpoint` may name a run directory: its
+`checkpoint_best.pt`, else `checkpoint_last.pt` (named on stderr). Both files are written
+atomically (`transformer.atomic`), and checked before the model loads: their directories must
+exist, neither may be the checkpoint or the other, and `--output`'s suffix must be a format
 matplotlib writes (png, svg, pdf, ...). Exit status: the rule of `transformer.cli.common` (0 ok,
 2 wrong command line, 1 the work could not be done, 130 interrupted).
 """
@@ -20,13 +21,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from transformer.atomic import atomic_write_text
 from transformer.cli.common import (
     UsageError,
     check_distinct_outputs,
     check_output_path,
+    checkpoint_file,
     decoding_config,
     device_option,
     file_name,
@@ -42,7 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="transformer-attention",
         description="Draw the attention weights a checkpoint uses on one sentence pair.",
     )
-    parser.add_argument("--checkpoint", required=True, type=file_name, help="checkpoint file (.pt)")
+    parser.add_argument(
+        "--checkpoint",
+        required=True,
+        type=file_name,
+        help="checkpoint file (.pt), or a run directory (its checkpoint_best.pt, else _last)",
+    )
     parser.add_argument("--src", required=True, help="source sentence")
     parser.add_argument(
         "--tgt", default=None, help="target sentence to force-decode (default: translate --src)"
@@ -92,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         range for the model, an unknown --device); 1 after a one-line
         `transformer-attention: error: ...` when the work cannot be done (matplotlib missing
         for --output, an output that would overwrite the checkpoint or cannot be written as a
-        file, a missing or invalid checkpoint, an unusable --src / --tgt).
+        file, or whose directory does not exist, a missing or invalid checkpoint, a
+        --checkpoint directory without one, an unusable --src / --tgt).
     """
     return run(build_parser(), _draw, argv)
 
@@ -111,14 +118,15 @@ def _draw(args: argparse.Namespace) -> None:
             raise UsageError(f"--output {error}") from None
     outputs = [(args.output, "--output"), (args.json, "--json")]
     check_distinct_outputs(outputs)
+    checkpoint = checkpoint_file(args.checkpoint, "transformer-attention")
     for path, flag in outputs:
         if path is not None:
-            check_output_path(path, [args.checkpoint], flag)
+            check_output_path(path, [checkpoint], flag)
     device = device_option(args.device)
 
     from transformer.checkpoint import load_checkpoint
 
-    model, tokenizer, config = load_checkpoint(args.checkpoint, device=device)
+    model, tokenizer, config = load_checkpoint(checkpoint, device=device)
     problem = _layer_head_problem(model.config, args)
     if problem:
         raise UsageError(problem)
@@ -128,11 +136,9 @@ def _draw(args: argparse.Namespace) -> None:
     if maps.target is not None:
         print(f"target: {maps.target}" + ("" if args.tgt is not None else "  (translated)"))
     if args.json is not None:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(args.json, json.dumps(maps.to_dict(), ensure_ascii=False))
         print(f"wrote {args.json}")
     if args.output is not None:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         draw_attention(maps, args.layer, args.head, args.average_heads, args.output)
         print(f"wrote {args.output}")
 

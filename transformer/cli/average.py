@@ -6,19 +6,21 @@ Usage:
 
 What averaging does is `transformer.train.average.average_checkpoints`. The output is written
 atomically (`transformer.atomic`). Exit status: the rule of `transformer.cli.common` (0 ok,
-2 wrong command line, 1 the work could not be done, 130 interrupted).
+2 wrong command line, 1 the work could not be done, 130 interrupted). Names of one file
+(`checkpoint_last.pt` is a hard link of the newest numbered checkpoint) are averaged once.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
 
 from transformer.checkpoint import save_checkpoint
 from transformer.cli.common import UsageError, check_output_path, file_name, run
-from transformer.train.average import average_checkpoints, last_checkpoints
+from transformer.train.average import average_checkpoints, distinct_files, last_checkpoints
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         command line (`--last` without `--dir` or below 1, an `--output` name that training
         writes); 1 after a one-line error when the work cannot be done (a missing or bad
         checkpoint, checkpoints that do not match, too few checkpoints in `--dir`, an
-        `--output` that is a directory, an input, or cannot be written).
+        `--output` that is a directory, an input, in a directory that does not exist, or
+        cannot be written).
     """
     return run(build_parser(), _average, argv)
 
@@ -64,15 +67,21 @@ def _average(args: argparse.Namespace) -> None:
     if output.is_dir():
         raise ValueError(f"--output {output} is a directory; give a file name such as avg.pt")
     paths = args.inputs or last_checkpoints(args.dir, args.last)
+    try:
+        paths, repeats = distinct_files(paths)
+    except FileNotFoundError as error:
+        raise ValueError(f"checkpoint not found: {error.filename}") from None
+    for repeat, kept in repeats:
+        print(f"{repeat} is the same file as {kept}: averaged once", file=sys.stderr)
     check_output_path(output, list(paths), "--output")
-    if re.fullmatch(r"checkpoint_(last|\d+)\.pt", output.name):
+    written = {output.name, Path(os.path.realpath(output)).name}  # also through a link
+    if any(re.fullmatch(r"checkpoint_(last|\d+)\.pt", name) for name in written):
         raise UsageError(
             f"--output {output}: {output.name} is a name training writes and resumes from; "
             "give another name such as checkpoint_avg5.pt"
         )
     averaged = average_checkpoints(paths)
     try:
-        output.parent.mkdir(parents=True, exist_ok=True)
         save_checkpoint(averaged, output)
     except OSError as error:
         raise ValueError(f"--output {output}: cannot write the checkpoint: {error}") from error

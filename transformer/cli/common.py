@@ -11,7 +11,8 @@ Exit status of every command (`run`, which every `main` calls):
   prints its errors: the usage line, then one line `PROG: error: ...`. The commands raise
   `UsageError` for these;
 - 1 when the command could not do its work: a missing or unreadable input file, an output that
-  cannot be written or would overwrite an input, a bad checkpoint, a failed download, a
+  cannot be written (its directory does not exist, say) or would overwrite an input, a bad
+  checkpoint (or a `--checkpoint` directory without one), a failed download, a
   non-finite training loss, data problems found while preparing. Printed as one line
   `PROG: error: ...` (a `ValueError`, `OSError` or `FloatingPointError` of the command);
 - 130 after Ctrl-C: one line `PROG: interrupted`, no traceback (files being written are left
@@ -50,8 +51,8 @@ def run(
 
     Args:
         parser: The command's parser; its `prog` starts every message.
-        work: Does the command's job; raises `UsageError` for a wrong command line, and
-            `ValueError`, `OSError` or `FloatingPointError` when the job cannot be done.
+        work: Does the command's job (may return its own exit status, e.g. 130 after a clean
+            stop on Ctrl-C); raises `UsageError` or `ValueError`, `OSError`, `FloatingPointError`.
         argv: The arguments (None: `sys.argv[1:]`).
 
     Returns:
@@ -63,7 +64,7 @@ def run(
     except SystemExit as exit_:  # argparse has printed its message (or the help)
         return exit_.code if isinstance(exit_.code, int) else 2
     try:
-        work(args)
+        status = work(args)
     except UsageError as error:
         parser.print_usage(sys.stderr)  # as parser.error() does, but returning the status
         print(f"{parser.prog}: error: {one_line(str(error))}", file=sys.stderr)
@@ -74,7 +75,7 @@ def run(
     except KeyboardInterrupt:
         print(f"{parser.prog}: interrupted", file=sys.stderr)
         return 130
-    return 0
+    return status if isinstance(status, int) else 0
 
 
 def device_option(value: str) -> torch.device:
@@ -101,29 +102,57 @@ def file_name(value: str) -> str:
     return value
 
 
-def check_output_path(path: str | Path, inputs: list, flag: str) -> Path:
+RUN_CHECKPOINTS = ("checkpoint_best.pt", "checkpoint_last.pt")  # in the order tried
+
+
+def checkpoint_file(value: str | Path, prog: str) -> Path:
+    """`--checkpoint` as a file: a run directory gives its `checkpoint_best.pt` (the best
+    validation score), else its `checkpoint_last.pt`, named on stderr after `prog`; any other
+    path is returned as it is (a missing file is reported when it is read).
+
+    Raises:
+        ValueError: for a directory holding neither, naming what it holds (exit 1).
+    """
+    path = Path(value)
+    if not path.is_dir():
+        return path
+    for name in RUN_CHECKPOINTS:
+        if (path / name).is_file():
+            print(f"{prog}: --checkpoint {path} is a run directory: using {name}", file=sys.stderr)
+            return path / name
+    held = sorted(entry.name + "/" * entry.is_dir() for entry in path.iterdir())
+    shown = ", ".join(held[:10]) + (f" and {len(held) - 10} more" if len(held) > 10 else "")
+    raise ValueError(
+        f"--checkpoint {path} is a directory without {' or '.join(RUN_CHECKPOINTS)}; "
+        f"it holds {shown or 'nothing'}"
+    )
+
+
+def check_output_path(
+    path: str | Path, inputs: list, flag: str, creates_directory: bool = False
+) -> Path:
     """Refuse an output file that would overwrite an input or cannot be written as a file.
 
     Called before any work, so that a bad path fails in seconds and never after a long
     translation, and so that no input (source, reference, hypotheses, checkpoint) is lost.
+    The file's directory must exist: a typo in it is an error, never a silent `mkdir -p`;
+    only an option that names a directory (`--output-dir`) creates it.
 
     Args:
-        path: The output file.
+        path: The output file; returned as a Path.
         inputs: Input files of the same command (None entries are skipped).
         flag: The command-line option that named `path`, for the message.
-
-    Returns:
-        `path` as a Path.
+        creates_directory: `path` lies in a directory that the command creates if missing.
 
     Raises:
-        ValueError: when `path` is an existing directory, sits under an existing file or under
-            a symbolic link to nothing, is a symbolic link into a missing directory, or is the
-            same file as one of `inputs`.
+        ValueError: when `path` is an existing directory, lies in a missing directory
+            (unless `creates_directory`), under a file or a symbolic link to nothing, is a
+            symbolic link into a missing directory, or is the same file as one of `inputs`.
     """
     out = Path(path)
     if out.is_dir():
         raise ValueError(f"{flag} {out} is a directory; give a file name")
-    for parent in out.parents:  # the nearest first; the command creates the missing ones
+    for parent in out.parents:  # the nearest first
         if parent.is_symlink() and not parent.exists():
             raise ValueError(
                 f"{flag} {out}: {parent} is a symbolic link to {os.readlink(parent)}, "
@@ -131,6 +160,10 @@ def check_output_path(path: str | Path, inputs: list, flag: str) -> Path:
             )
         if parent.exists() and not parent.is_dir():
             raise ValueError(f"{flag} {out}: {parent} is a file, not a directory")
+    if not creates_directory and not out.parent.is_dir():
+        raise ValueError(
+            f"{flag} {out}: the directory {out.parent} does not exist (create it first)"
+        )
     if out.is_symlink() and not out.exists():  # written through: the target's directory
         target = Path(os.path.realpath(out))
         if not target.parent.is_dir():
@@ -150,14 +183,8 @@ def check_output_path(path: str | Path, inputs: list, flag: str) -> Path:
 
 def check_distinct_outputs(outputs: list[tuple[Path | None, str]]) -> None:
     """Refuse two outputs of one command that are the same file (also through `./`, a
-    symbolic or a hard link): one would overwrite the other.
-
-    Args:
-        outputs: (path, option) pairs; a None path is not written and is skipped.
-
-    Raises:
-        UsageError: naming both options and the file.
-    """
+    symbolic or a hard link): one would overwrite the other. `outputs` holds (path, option)
+    pairs; a None path is not written. Raises UsageError, naming both options and the file."""
     given = [(Path(path), flag) for path, flag in outputs if path is not None]
     for index, (first, first_flag) in enumerate(given):
         for second, second_flag in given[index + 1 :]:
@@ -176,8 +203,8 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
 
     Options left unset take the checkpoint's `decode:` section (`DecodeConfig`), whose defaults
     are the paper's (section 6.1): beam 4, alpha 0.6, maximum output length = input + 50.
-    One `--x-y` option per `DecodeConfig` field `x_y` (`DECODE_OPTIONS`), plus `--greedy` and
-    `--device`; their values are checked by `decoding_config`.
+    One `--x-y` option per search field `x_y` of `DecodeConfig` (sampling's are in translate.py),
+    plus `--greedy` and `--device`; their values are checked by `decoding_config`.
     """
     group = parser.add_argument_group(
         "decoding (default: the checkpoint's decode section, i.e. the paper's settings)"
@@ -223,14 +250,11 @@ def decoding_config(args: argparse.Namespace, decode: DecodeConfig | None = None
         decode: The checkpoint's decode section; None means `DecodeConfig()` (the paper's).
 
     Raises:
-        UsageError: `DecodeConfig`'s message, naming `--beam-size` where it says
-            `decode.beam_size`.
+        UsageError: `DecodeConfig`'s message, with `--beam-size` for `decode.beam_size`.
     """
     given = {name: getattr(args, name, None) for name in DECODE_OPTIONS}
     try:
-        return dataclasses.replace(
-            decode or DecodeConfig(), **{k: v for k, v in given.items() if v is not None}
-        )
+        return (decode or DecodeConfig()).override(**given)  # --top-p needs --sampling, too
     except ValueError as error:
         message = re.sub(
             r"\bdecode\.(\w+)", lambda m: "--" + m.group(1).replace("_", "-"), str(error)
@@ -238,16 +262,16 @@ def decoding_config(args: argparse.Namespace, decode: DecodeConfig | None = None
         raise UsageError(message) from None
 
 
-def warn_capped_lines(prog: str, translator, lines: list[str], settings: dict) -> None:
+def warn_capped_lines(prog: str, translator, lines: list[str], settings: dict, first=1) -> None:
     """Name on stderr every line whose output limit a * S + b exceeds `max_positions`.
 
     The decoder stops at `model.config.max_positions` tokens (see `transformer.decode.search`),
-    so the translation of such a line is cut if it would be longer; this says which line.
-    The limit is a float, `inf` when a * S overflows (`--max-len-a 1e308`).
+    so the translation of such a line is cut if it would be longer; this says which line
+    (`lines[0]` is line `first`). The limit is a float, `inf` when a * S overflows.
     """
     cap = translator.model.config.max_positions
     a, b = settings["max_len_a"], settings["max_len_b"]
-    for number, ids in enumerate(translator.tokenizer.encode_batch(lines), start=1):
+    for number, ids in enumerate(translator.tokenizer.encode_batch(lines), start=first):
         limit = a * len(ids) + b
         if ids and limit >= cap + 1:  # the decoder's limit floor(a * S + b) is above the cap
             shown = math.floor(limit) if math.isfinite(limit) else limit

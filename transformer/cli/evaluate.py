@@ -10,10 +10,13 @@
 Prints three labelled scores (see `transformer.evaluate.bleu`): sacreBLEU BLEU and chrF with their
 signatures, and the tokenized BLEU with compound splitting that the paper's 27.3 / 28.4 measure.
 Writes the detokenized hypotheses and a JSON file with every score, the signatures and the
-decoding settings: by default next to the checkpoint as `<checkpoint>.<test>.hyp` and
-`<checkpoint>.<test>.json`; `--output-dir`, `--hyp-out` and `--json` choose other places. Both
-are written atomically (`transformer.atomic`). Exit status: the rule of `transformer.cli.common`
-(0 ok, 2 wrong command line, 1 the work could not be done, 130 interrupted).
+decoding settings: by default next to the checkpoint as `<checkpoint>.<test>.hyp.<lang>` (the
+checkpoint's `data.target_lang`, e.g. `avg.newstest2014.hyp.de`) and `<checkpoint>.<test>.json`;
+`--output-dir` (created when missing), `--hyp-out` and `--json` (whose directories must exist)
+choose other places. Both are written atomically (`transformer.atomic`). `--checkpoint` may name
+a run directory: its `checkpoint_best.pt`, else `checkpoint_last.pt` (named on stderr). Exit
+status: the rule of `transformer.cli.common` (0 ok, 2 wrong command line, 1 the work could not
+be done, 130 interrupted).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from transformer.cli.common import (
     add_decoding_arguments,
     check_distinct_outputs,
     check_output_path,
+    checkpoint_file,
     decoding_config,
     device_option,
     file_name,
@@ -41,6 +45,8 @@ from transformer.cli.common import (
 from transformer.data.corpus import read_lines
 from transformer.evaluate.bleu import corpus_scores, format_scores
 from transformer.evaluate.sacrebleu_sets import fetch_test_set
+
+PROG = "transformer-evaluate"
 
 
 def check_line_counts(hyp_or_src: Path, lines: list[str], refs: dict[Path, list[str]]) -> None:
@@ -68,11 +74,16 @@ def _target_lang(args: argparse.Namespace, ref_paths: list[Path]) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="transformer-evaluate",
+        prog=PROG,
         description="Translate a test set with a checkpoint (or take --hyp) and report "
         "sacreBLEU BLEU, chrF and the paper's tokenized compound-split BLEU.",
     )
-    parser.add_argument("--checkpoint", type=file_name, help="checkpoint to translate with")
+    parser.add_argument(
+        "--checkpoint",
+        type=file_name,
+        help="checkpoint to translate with, or a run directory (its checkpoint_best.pt, "
+        "else checkpoint_last.pt)",
+    )
     parser.add_argument("--src", type=file_name, help="source file, one sentence a line")
     parser.add_argument(
         "--ref", type=file_name, help="reference file, line-aligned with --src / --hyp"
@@ -83,7 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--hyp", type=file_name, help="score this hypothesis file instead of translating"
     )
     parser.add_argument("--target-lang", help="target language code for sacreBLEU")
-    parser.add_argument("--output-dir", type=file_name, help="where to write hypotheses and JSON")
+    parser.add_argument(
+        "--output-dir",
+        type=file_name,
+        help="directory for the hypotheses and JSON, created if missing "
+        "(default: the checkpoint's directory)",
+    )
     parser.add_argument(
         "--hyp-out", type=file_name, help="hypothesis file to write (overrides --output-dir)"
     )
@@ -110,22 +126,38 @@ def _check_arguments(args: argparse.Namespace) -> None:
         raise UsageError("give --src FILE with --checkpoint (or --test-set NAME --langpair xx-yy)")
 
 
-def _output_paths(args: argparse.Namespace, test_name: str) -> tuple[Path | None, Path | None]:
-    """Where the hypotheses and the JSON go (None: not written)."""
+def _output_paths(
+    args: argparse.Namespace, checkpoint: Path | None, test_name: str, target_lang: str | None
+) -> tuple[Path | None, Path | None]:
+    """Where the hypotheses and the JSON go (None: not written, or not known yet).
+
+    The default hypothesis file, `<dir>/<checkpoint>.<test>.hyp.<target_lang>`, needs the
+    checkpoint's target language: None before the checkpoint is loaded.
+    """
     if args.hyp:
         directory = Path(args.output_dir) if args.output_dir else None
         stem = f"{Path(args.hyp).name}"
     else:
-        checkpoint = Path(args.checkpoint)
         directory = Path(args.output_dir) if args.output_dir else checkpoint.parent
         stem = f"{checkpoint.stem}.{test_name}"
     hyp_out = Path(args.hyp_out) if args.hyp_out else None
     json_out = Path(args.json) if args.json else None
     if directory is not None:
-        if hyp_out is None and not args.hyp:
-            hyp_out = directory / f"{stem}.hyp"
+        if hyp_out is None and not args.hyp and target_lang is not None:
+            hyp_out = directory / f"{stem}.hyp.{target_lang}"
         json_out = json_out or directory / f"{stem}.json"
     return hyp_out, json_out
+
+
+def _check_outputs(args: argparse.Namespace, outputs: list, inputs: list) -> None:
+    """`check_distinct_outputs` and `check_output_path` for (path, option) pairs; a file in
+    `--output-dir` (not named by its own option) may lie in a directory still to be made."""
+    check_distinct_outputs(outputs)
+    named = {"--hyp-out": args.hyp_out, "--json": args.json}
+    for path, flag in outputs:
+        if path is not None:
+            in_output_dir = args.output_dir is not None and named[flag] is None
+            check_output_path(path, inputs, flag, creates_directory=in_output_dir)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,8 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         The exit status, by the rule of `transformer.cli.common`: 0 on success; 2 for a wrong
         command line (options that do not name one job, a decoding option out of range, an
         unknown `--device`); 1 after a one-line error when the work cannot be done (missing
-        or mismatched files, a bad checkpoint, an unreachable sacreBLEU test set, an output
-        that would overwrite an input).
+        or mismatched files, a bad checkpoint or a `--checkpoint` directory without one, an
+        unreachable sacreBLEU test set, an output that would overwrite an input or whose
+        directory does not exist).
     """
     return run(build_parser(), _evaluate, argv)
 
@@ -146,6 +179,7 @@ def _evaluate(args: argparse.Namespace) -> None:
     _check_arguments(args)
     decoding_config(args)  # the decoding options alone, before anything is read
     device = device_option(args.device) if not args.hyp else None
+    checkpoint = checkpoint_file(args.checkpoint, PROG) if args.checkpoint else None
     if args.test_set:
         src_path, ref_paths = fetch_test_set(args.test_set, args.langpair)
         test_name = f"{args.test_set.replace('/', '_')}.{args.langpair}"
@@ -153,13 +187,9 @@ def _evaluate(args: argparse.Namespace) -> None:
         src_path = Path(args.src) if args.src else None
         ref_paths = [Path(args.ref)]
         test_name = src_path.stem if src_path else Path(args.ref).stem
-    hyp_out, json_out = _output_paths(args, test_name)
-    outputs = [(hyp_out, "--hyp-out"), (json_out, "--json")]
-    check_distinct_outputs(outputs)
-    inputs = [args.hyp, args.checkpoint, src_path, *ref_paths]
-    for path, flag in outputs:
-        if path is not None:
-            check_output_path(path, inputs, flag)
+    inputs = [args.hyp, checkpoint, src_path, *ref_paths]
+    hyp_out, json_out = _output_paths(args, checkpoint, test_name, target_lang=None)
+    _check_outputs(args, [(hyp_out, "--hyp-out"), (json_out, "--json")], inputs)
     refs = {path: read_lines(path) for path in ref_paths}
     target_lang = _target_lang(args, ref_paths)
     report: dict = {"target_lang": target_lang, "ref": [str(p) for p in ref_paths]}
@@ -176,17 +206,22 @@ def _evaluate(args: argparse.Namespace) -> None:
         src_lines = read_lines(src_path)
         check_line_counts(src_path, src_lines, refs)
         translator = Translator.from_checkpoint(
-            args.checkpoint, device=device, linear_kernel=args.linear_kernel
+            checkpoint, device=device, linear_kernel=args.linear_kernel
         )
+        # The default hypothesis file is named after the language the checkpoint produces.
+        hyp_out, json_out = _output_paths(
+            args, checkpoint, test_name, translator.config.data.target_lang
+        )
+        _check_outputs(args, [(hyp_out, "--hyp-out"), (json_out, "--json")], inputs)
         decode = decoding_config(args, translator.config.decode)
         settings = dict(dataclasses.asdict(decode), greedy=args.greedy)
-        warn_capped_lines("transformer-evaluate", translator, src_lines, settings)
+        warn_capped_lines(PROG, translator, src_lines, settings)
         start = time.perf_counter()
         hyps = translator.translate(src_lines, progress=True, **settings)
         seconds = time.perf_counter() - start
         hyps = [one_line(h) for h in hyps]
         report.update(
-            checkpoint=str(args.checkpoint),
+            checkpoint=str(checkpoint),
             src=str(src_path),
             decoding=dict(settings, device=str(device)),
             translation_seconds=round(seconds, 3),
@@ -196,13 +231,13 @@ def _evaluate(args: argparse.Namespace) -> None:
     scores = corpus_scores(hyps, list(refs.values()), target_lang=target_lang)
     report["scores"] = scores
     print(format_scores(scores))
+    if args.output_dir is not None:
+        Path(args.output_dir).mkdir(parents=True, exist_ok=True)
     if hyp_out is not None:
-        hyp_out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(hyp_out, "".join(h + "\n" for h in hyps))
         report["hyp"] = str(hyp_out)
         print(f"hypotheses written to {hyp_out}", file=sys.stderr)
     if json_out is not None:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(json_out, json.dumps(report, indent=2) + "\n")
         print(f"scores written to {json_out}", file=sys.stderr)
 

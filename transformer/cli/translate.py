@@ -2,10 +2,22 @@
 
     transformer-translate --checkpoint checkpoints/run/checkpoint_best.pt < input.en > output.de
     transformer-translate --checkpoint ckpt.pt --input test.en --output test.hyp.de --beam-size 4
+    transformer-translate --checkpoint checkpoints/run < input.en   # its best, else last
+    transformer-translate --checkpoint a.pt b.pt c.pt < input.en    # an ensemble
+    transformer-translate --checkpoint ckpt.pt --sampling --top-p 0.9 --seed 1 < mono.de
 
-Reads stdin (or `--input`), writes one line per input line, in order, to stdout (or `--output`);
-an empty or whitespace-only line gives an empty line. Decoding defaults are the paper's
-(section 6.1): beam size 4, length penalty alpha 0.6, maximum output length = input length + 50.
+Reads stdin (or `--input`), writes one line per input line, in order, to stdout (or `--output`;
+`-` names stdin / stdout); an empty or whitespace-only line gives an empty line. Decoding
+defaults are the checkpoint's decode section (the paper's, section 6.1: beam size 4, length
+penalty alpha 0.6, maximum output length = input length + 50); an option overrides it. Input is
+read and translated `--buffer-size` lines at a time, each chunk's output written before the
+next is read (`transformer.decode.stream`: memory does not grow with the input); from a
+terminal each line is translated as it is entered, after a `> ` prompt on stderr. Several
+checkpoints decode as an ensemble (their mean probability, `transformer.decode.ensemble`).
+`--sampling` draws translations at random (`transformer.decode.sampling`); with
+`--prefix-separator SEP` an input line `source SEP prefix` gives a translation that starts
+with the prefix; `--print-alignment` appends ` ||| ` and the word alignment `0-0 1-2 ...`
+(Pharaoh, source-target, 0-based; `transformer.decode.alignment`) to each output line.
 With `--nbest N` (N > 1) every input line gives exactly N lines `index ||| translation ||| score`
 (the Moses n-best format; index counts input lines from 0). An empty input line gives N lines
 with an empty translation and score 0.000000; when beam search finds fewer than N distinct
@@ -15,8 +27,10 @@ The maximum output length a * source tokens + b is capped at the model's `max_po
 source itself is never cut (positions past the table are computed on the fly). A line whose
 limit the cap lowers is named on stderr with its token count, since its translation may be cut.
 
-`--output` is written atomically (`transformer.atomic`): after an error or Ctrl-C it holds its
-old content. It is refused, before any work, when it is an input (the file stdin reads too).
+`--checkpoint` may name a run directory: its `checkpoint_best.pt`, else `checkpoint_last.pt`
+(the one picked is named on stderr). `--output` is written atomically (`transformer.atomic`):
+after an error or Ctrl-C it holds its old content. It is refused, before any work, when its
+directory does not exist or when it is an input (the file stdin reads too).
 Exit status: the rule of `transformer.cli.common` (0 ok, 2 wrong command line, 1 the work could
 not be done, 130 interrupted).
 """
@@ -24,27 +38,33 @@ not be done, 130 interrupted).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import stat
 import sys
-from pathlib import Path
+from collections.abc import Callable
 
-from transformer.atomic import atomic_write_text
+from tqdm import tqdm
+
+from transformer.atomic import atomic_write
 from transformer.cli.common import (
     UsageError,
     add_decoding_arguments,
     check_output_path,
+    checkpoint_file,
     decoding_config,
     device_option,
     file_name,
     one_line,
-    read_stdin_lines,
     run,
     warn_capped_lines,
 )
-from transformer.data.corpus import read_lines
+from transformer.decode.alignment import check_layer, pharaoh
 from transformer.decode.config import DecodeConfig
+from transformer.decode.stream import count_lines, read_lines_lazily, translate_stream
+
+PROG = "transformer-translate"
 
 
 def _exactly(entries: list[tuple[str, float]], n: int, blank: bool) -> list[tuple[str, float]]:
@@ -58,12 +78,19 @@ def build_parser() -> argparse.ArgumentParser:
         prog="transformer-translate",
         description="Translate text line by line with a trained Transformer checkpoint.",
     )
-    parser.add_argument("--checkpoint", required=True, type=file_name, help="checkpoint file (.pt)")
     parser.add_argument(
-        "--input", type=file_name, help="source text file, one sentence a line (default: stdin)"
+        "--checkpoint",
+        required=True,
+        nargs="+",
+        type=file_name,
+        help="checkpoint file (.pt), or a run directory (its checkpoint_best.pt, else _last); "
+        "several: an ensemble",
     )
     parser.add_argument(
-        "--output", type=file_name, help="where to write translations (default: stdout)"
+        "--input", type=file_name, help="source text file, one sentence a line (default/-: stdin)"
+    )
+    parser.add_argument(
+        "--output", type=file_name, help="where to write translations (default/-: stdout)"
     )
     parser.add_argument(
         "--nbest",
@@ -73,7 +100,28 @@ def build_parser() -> argparse.ArgumentParser:
         "(an empty line: N lines with score 0; missing hypotheses: empty, score -inf)",
     )
     add_decoding_arguments(parser)
+    _add_features(parser)
     return parser
+
+
+def _add_features(parser: argparse.ArgumentParser) -> None:
+    """Options beyond the paper's search: sampling, prefixes, alignments, streaming."""
+    group = parser.add_argument_group("sampling (instead of beam search, e.g. back-translation)")
+    group.add_argument("--sampling", action="store_true", default=None, help="sample each token")
+    group.add_argument("--temperature", type=float, help="> 0 (default 1; near 0: greedy)")
+    group.add_argument("--top-k", type=int, help="only the k most probable tokens (0: all)")
+    group.add_argument("--top-p", type=float, help="only the most probable tokens of mass p")
+    group.add_argument("--num-samples", type=int, help="samples per line (--nbest N prints N)")
+    group.add_argument("--seed", type=int, help="seed of the samples (default: random)")
+    group = parser.add_argument_group("input and output")
+    group.add_argument(
+        "--print-alignment", action="store_true", help="append ' ||| ' and the word alignment"
+    )
+    group.add_argument("--alignment-layer", type=int, help="decoder layer that aligns (-1)")
+    group.add_argument("--prefix-separator", help="input 'source SEP prefix' (e.g. ' ||| ')")
+    group.add_argument(
+        "--buffer-size", type=int, default=1000, help="lines translated together (1000)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,10 +129,14 @@ def main(argv: list[str] | None = None) -> int:
 
     Returns:
         The exit status, by the rule of `transformer.cli.common`: 0 on success; 2 for a wrong
-        command line (a decoding option out of range, `--nbest` above the beam size or with
-        `--greedy`, an unknown `--device`); 1 after a one-line error when the work cannot be
-        done (a missing or bad checkpoint or input file, invalid UTF-8 input, an output that
-        would overwrite an input, the file read from stdin included).
+        command line (a decoding option out of range, `--nbest` above the beam size (the
+        samples) or with `--greedy`, `--greedy` with `--sampling`, a sampling option without
+        it, `--alignment-layer` out of range, an unknown `--device`); 1 after a one-line error
+        (also for checkpoints with different vocabularies) when the work cannot be
+        done (a missing or bad checkpoint or input file, a `--checkpoint` directory without
+        checkpoint_best.pt or checkpoint_last.pt, invalid UTF-8 input, an output whose
+        directory does not exist or that would overwrite an input, the file read from stdin
+        included).
     """
     return run(build_parser(), _translate, argv)
 
@@ -92,45 +144,103 @@ def main(argv: list[str] | None = None) -> int:
 def _translate(args: argparse.Namespace) -> None:
     """Translate as `args` asks (see `main`)."""
     given = decoding_config(args)  # the options alone, before anything is read
-    if args.nbest > 1 and args.greedy:
-        raise UsageError(f"--nbest ({args.nbest}) needs beam search, not --greedy")
-    if args.beam_size is not None:
-        _check_nbest(given, args.nbest)
-    if args.output is not None:
-        check_output_path(args.output, [args.input, args.checkpoint], "--output")
-        if args.input is None:
+    _check_options(args, given)
+    checkpoints = [checkpoint_file(path, PROG) for path in args.checkpoint]
+    from_stdin, to_stdout = args.input in (None, "-"), args.output in (None, "-")
+    if not to_stdout:
+        inputs = [None if from_stdin else args.input, *checkpoints]
+        check_output_path(args.output, inputs, "--output")
+        if from_stdin:
             _check_not_stdin(args.output)
     device = device_option(args.device)
     from transformer.decode.translator import Translator
 
-    lines = read_lines(args.input) if args.input is not None else read_stdin_lines()
-    translator = Translator.from_checkpoint(
-        args.checkpoint, device=device, linear_kernel=args.linear_kernel
-    )
-    decode = decoding_config(args, translator.config.decode)
-    _check_nbest(decode, args.nbest)  # against the checkpoint's beam when --beam-size is unset
+    source = sys.stdin.buffer if from_stdin else open(args.input, "rb")  # missing: fails here
+    with contextlib.nullcontext() if from_stdin else source:
+        load = Translator.from_checkpoints if len(checkpoints) > 1 else Translator.from_checkpoint
+        translator = load(
+            checkpoints if len(checkpoints) > 1 else checkpoints[0],
+            device=device,
+            linear_kernel=args.linear_kernel,
+        )
+        decode = decoding_config(args, translator.config.decode)
+        _check_options(args, decode, translator.model)  # against the checkpoint's section
+        interactive = from_stdin and sys.stdin.isatty()
+        name = "<stdin>" if from_stdin else args.input
+        lines = read_lines_lazily(source, name, prompt="> " if interactive else None)
+        size = 1 if interactive else args.buffer_size
+        regular = not from_stdin and os.path.isfile(args.input)  # a FIFO is read once only
+        total = count_lines(args.input) if regular else None
+        with tqdm(total=total, disable=from_stdin, unit="sent") as bar:
+            work = _chunk_translator(args, translator, decode, bar)
+            if to_stdout:
+                write = lambda text: (sys.stdout.write(text), sys.stdout.flush())  # noqa: E731
+                translate_stream(lines, work, size, write)
+            else:
+                atomic_write(
+                    args.output,
+                    lambda file: translate_stream(
+                        lines, work, size, lambda text: file.write(text.encode("utf-8"))
+                    ),
+                )
+
+
+def _chunk_translator(args, translator, decode: DecodeConfig, bar) -> Callable:
+    """(lines, index of the first) -> the output text of each line (see the module docstring)."""
     settings = dict(dataclasses.asdict(decode), greedy=args.greedy)
-    warn_capped_lines("transformer-translate", translator, lines, settings)
-    progress = args.input is not None
-    if args.nbest > 1:
-        del settings["greedy"]
-        nbest = translator.translate_nbest(lines, nbest=args.nbest, progress=progress, **settings)
-        out_lines = [
-            f"{index} ||| {one_line(text)} ||| {score:.6f}"
-            for index, entries in enumerate(nbest)
-            for text, score in _exactly(entries, args.nbest, blank=not lines[index].strip())
+    layer = -1 if args.alignment_layer is None else args.alignment_layer
+
+    def work(lines: list[str], first: int) -> list[str]:
+        prefix = None
+        if args.prefix_separator is not None:
+            parts = [line.split(args.prefix_separator, 1) for line in lines]
+            lines, prefix = [p[0] for p in parts], [p[1] if len(p) > 1 else "" for p in parts]
+        warn_capped_lines(PROG, translator, lines, settings, first + 1)
+        found = translator.generate(
+            lines, args.nbest, args.print_alignment, layer, first, prefix=prefix, **settings
+        )
+        bar.update(len(lines))
+        return [
+            _output(args, first + i, translations, blank=not line.strip())
+            for i, (translations, line) in enumerate(zip(found, lines, strict=True))
         ]
-    else:
-        out_lines = [
-            one_line(t) for t in translator.translate(lines, progress=progress, **settings)
-        ]
-    text = "".join(line + "\n" for line in out_lines)
-    if args.output is not None:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(args.output, text)
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+
+    return work
+
+
+def _output(args, index: int, translations: list, blank: bool) -> str:
+    """The output of one input line: its translation, or its n-best lines."""
+    entries = [(one_line(t.text), t.score, pharaoh(t.alignment or [])) for t in translations]
+    tail = (lambda rest: f" ||| {rest[0] if rest else ''}") if args.print_alignment else None
+    if args.nbest == 1:
+        text, _, *rest = entries[0] if entries else ("", 0.0)
+        return text + (tail(rest) if tail else "")
+    return "\n".join(
+        f"{index} ||| {text} ||| {score:.6f}" + (tail(rest) if tail else "")
+        for text, score, *rest in _exactly(entries, args.nbest, blank)
+    )
+
+
+def _check_options(args, decode: DecodeConfig, model=None) -> None:
+    """Refuse options at odds with each other or, given `model`, with the checkpoint (exit 2)."""
+    if args.greedy and decode.sampling:
+        raise UsageError("--greedy and --sampling exclude each other")
+    if args.nbest > 1 and args.greedy:
+        raise UsageError(f"--nbest ({args.nbest}) needs beam search, not --greedy")
+    if args.buffer_size < 1:
+        raise UsageError(f"--buffer-size ({args.buffer_size}) must be at least 1")
+    if args.prefix_separator == "":
+        raise UsageError("--prefix-separator must not be empty")
+    if args.alignment_layer is not None and not args.print_alignment:
+        raise UsageError("--alignment-layer needs --print-alignment")
+    size_given = args.num_samples if decode.sampling else args.beam_size
+    if model is not None or size_given is not None:
+        _check_nbest(decode, args.nbest)
+    if model is not None and args.print_alignment:
+        try:
+            check_layer(model, -1 if args.alignment_layer is None else args.alignment_layer)
+        except ValueError as error:
+            raise UsageError(str(error).replace("alignment_layer", "--alignment-layer")) from None
 
 
 def _check_not_stdin(output: str) -> None:

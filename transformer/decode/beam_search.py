@@ -26,10 +26,11 @@ generator; early-stopping bound as in tensor2tensor's beam search.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 
+from transformer.decode.ensemble import as_models
 from transformer.decode.search import (
     Hypothesis,
     length_penalty_function,
@@ -40,7 +41,7 @@ from transformer.decode.search import (
 
 @torch.no_grad()
 def beam_search(
-    model: torch.nn.Module,
+    model: torch.nn.Module | Sequence[torch.nn.Module],
     src: torch.Tensor,
     src_key_padding_mask: torch.Tensor | None = None,
     beam_size: int = 4,
@@ -50,11 +51,13 @@ def beam_search(
     max_len_a: float = 1.0,
     max_len_b: int = 50,
     use_cache: bool = True,
+    prefix: Sequence[Sequence[int]] | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search over a batch of sentences of different lengths.
 
     Args:
-        model: A `Transformer`, in eval mode.
+        model: A `Transformer`, in eval mode; or a list of them (an ensemble,
+            `transformer.decode.ensemble`).
         src: Source ids, padded with `pad_id`.
         src_key_padding_mask: True at padding; derived from `pad_id` when None.
         beam_size: K, beams per sentence (the paper: 4).
@@ -64,6 +67,7 @@ def beam_search(
             (`DecodeConfig.check_nbest`).
         max_len_a, max_len_b: Maximum output length = a * source length + b (the paper: 1, 50).
         use_cache: Use the incremental key/value cache (False recomputes every prefix).
+        prefix: Target ids each output must start with (`transformer.decode.prefix`), or None.
 
     Returns:
         For each sentence, in input order, its best hypotheses by score, best first (`nbest`
@@ -76,11 +80,11 @@ def beam_search(
     The settings are trusted: users' values are checked where they come in (`DecodeConfig`).
     """
     lp = length_penalty_function(length_penalty, length_penalty_style)
-    config = model.config
+    config = as_models(model)[0].config
     device = src.device
     K = beam_size
     decoder, max_lens = start_decoding(
-        model, src, src_key_padding_mask, max_len_a, max_len_b, use_cache
+        model, src, src_key_padding_mask, max_len_a, max_len_b, use_cache, prefix
     )
     B = src.shape[0]
     decoder.reorder(torch.arange(B, device=device).repeat_interleave(K))  # (B, ...) -> (B*K, ...)

@@ -1,10 +1,13 @@
-"""What greedy and beam search share: hypotheses, the length penalty, and step-wise decoding.
+"""What the searches share: hypotheses, the length penalty, and step-wise decoding.
 
-Both searches call `model.encode` once and then one incremental `model.decode` step per output
-token (the self-attention key/value cache of `transformer.model.cache`); sentences that are finished
-leave the live batch through `DecoderCache.reorder`, so the batch shrinks as it is decoded.
+Greedy search, beam search and sampling call `model.encode` once and then one incremental
+`model.decode` step per output token (the self-attention key/value cache of
+`transformer.model.cache`); sentences that are finished leave the live batch through
+`DecoderCache.reorder`, so the batch shrinks as it is decoded. Every search also takes an
+ensemble (a list of models, `transformer.decode.ensemble`) and target prefixes to force
+(`transformer.decode.prefix`); both live in `StepDecoder`, so the searches never see them.
 
-Conventions shared by greedy and beam search (section 6.1 of the paper):
+Conventions shared by the searches (section 6.1 of the paper):
 
 - The decoder starts from `bos`; the output never contains `pad` or `bos` (their log-probabilities
   are set to -inf after the softmax over the full vocabulary, without renormalising, so a
@@ -24,10 +27,13 @@ Conventions shared by greedy and beam search (section 6.1 of the paper):
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
+
+from transformer.decode.ensemble import as_models, mean_probability
+from transformer.decode.prefix import PrefixForcing, prefix_lengths
 
 
 @dataclass(frozen=True)
@@ -101,32 +107,42 @@ class StepDecoder:
 
     With `use_cache` (the default for every search) it uses the incremental cache; without, it
     recomputes the decoder over the whole prefix at every step, a slow reference used by tests to
-    check the cache. Either way the caller only sees `log_probs` and `reorder`.
+    check the cache. An ensemble (a list of models) averages its members' probabilities
+    (`transformer.decode.ensemble`); a target prefix forces the first tokens of each row
+    (`transformer.decode.prefix`). Either way the caller only sees `log_probs` and `reorder`.
 
     Args:
-        model: A `Transformer` (in eval mode for deterministic output).
-        memory: Encoder output.
+        models: The `Transformer`s (one, or an ensemble's members; in eval mode for
+            deterministic output).
+        memories: Each model's encoder output.
         memory_key_padding_mask: True at source padding.
         use_cache: Decode incrementally with a key/value cache.
+        forcing: Target prefixes to force, if any.
 
     Shape:
-        memory: (R, S, D). memory_key_padding_mask: (R, S). R rows (sentences or beams).
+        memories: M x (R, S, D). memory_key_padding_mask: (R, S). R rows (sentences, beams or
+        samples).
     """
 
     def __init__(
         self,
-        model: torch.nn.Module,
-        memory: torch.Tensor,
+        models: Sequence[torch.nn.Module],
+        memories: Sequence[torch.Tensor],
         memory_key_padding_mask: torch.Tensor,
         use_cache: bool = True,
+        forcing: PrefixForcing | None = None,
     ) -> None:
-        self.model = model
-        self.memory = memory
+        self.models = list(models)
+        self.memories = list(memories)
         self.memory_key_padding_mask = memory_key_padding_mask
-        self.cache = model.init_cache(memory) if use_cache else None
-        self.prefix: torch.Tensor | None = None  # (R, t) tokens fed so far, only without cache
-        config = model.config
-        self.banned = torch.tensor([config.pad_id, config.bos_id], device=memory.device)
+        self.caches = [
+            m.init_cache(x) if use_cache else None for m, x in zip(models, memories, strict=True)
+        ]
+        self.history: torch.Tensor | None = None  # (R, t) tokens fed so far, only without cache
+        self.forcing = forcing
+        self.step = 0  # output tokens chosen so far
+        config = self.models[0].config
+        self.banned = torch.tensor([config.pad_id, config.bos_id], device=memories[0].device)
 
     def log_probs(self, tokens: torch.Tensor) -> torch.Tensor:
         """Append one token per row and return log P(next token | prefix, source).
@@ -135,21 +151,28 @@ class StepDecoder:
             tokens: The newest token of every row (bos at the first step).
 
         Returns:
-            Float32 log-probabilities over the target vocabulary, -inf at pad and bos.
+            Float32 log-probabilities over the target vocabulary, -inf at pad and bos (and,
+            while a row's prefix lasts, at every token but the forced one).
 
         Shape:
             tokens: (R,). output: (R, V).
         """
         new = tokens.unsqueeze(1)  # (R,) -> (R, 1)
-        if self.cache is not None:
-            logits = self.model.decode(
-                new, self.memory, self.memory_key_padding_mask, cache=self.cache
-            )
-        else:
-            self.prefix = new if self.prefix is None else torch.cat((self.prefix, new), dim=1)
-            logits = self.model.decode(self.prefix, self.memory, self.memory_key_padding_mask)
-        log_probs = torch.log_softmax(logits[:, -1].float(), dim=-1)  # (R, t, V) -> (R, V)
+        if self.caches[0] is None:
+            self.history = new if self.history is None else torch.cat((self.history, new), dim=1)
+        members = []
+        for model, memory, cache in zip(self.models, self.memories, self.caches, strict=True):
+            mask = self.memory_key_padding_mask
+            if cache is not None:
+                logits = model.decode(new, memory, mask, cache=cache)
+            else:
+                logits = model.decode(self.history, memory, mask)
+            members.append(torch.log_softmax(logits[:, -1].float(), dim=-1))  # (R, t, V) -> (R, V)
+        log_probs = mean_probability(members)
         log_probs.index_fill_(1, self.banned, float("-inf"))
+        if self.forcing is not None:
+            log_probs = self.forcing.apply(log_probs, self.step)
+        self.step += 1
         return log_probs
 
     def reorder(self, index: torch.Tensor) -> None:
@@ -158,33 +181,41 @@ class StepDecoder:
         Shape:
             index: (R',) long; every row-indexed tensor goes from (R, ...) to (R', ...).
         """
-        self.memory = self.memory.index_select(0, index)  # (R, S, D) -> (R', S, D)
+        self.memories = [m.index_select(0, index) for m in self.memories]  # (R, S, D) -> (R', ..)
         self.memory_key_padding_mask = self.memory_key_padding_mask.index_select(0, index)
-        if self.cache is not None:
-            self.cache.reorder(index)
-        if self.prefix is not None:
-            self.prefix = self.prefix.index_select(0, index)  # (R, t) -> (R', t)
+        for cache in self.caches:
+            if cache is not None:
+                cache.reorder(index)
+        if self.history is not None:
+            self.history = self.history.index_select(0, index)  # (R, t) -> (R', t)
+        if self.forcing is not None:
+            self.forcing.reorder(index)
 
 
 def start_decoding(
-    model: torch.nn.Module,
+    model: torch.nn.Module | Sequence[torch.nn.Module],
     src: torch.Tensor,
     src_key_padding_mask: torch.Tensor | None,
     max_len_a: float,
     max_len_b: int,
     use_cache: bool,
+    prefix: Sequence[Sequence[int]] | None = None,
 ) -> tuple[StepDecoder, list[int]]:
-    """Encode the source once and prepare step-wise decoding (shared by both searches).
+    """Encode the source once (per model) and prepare step-wise decoding (shared by the
+    searches).
 
     Args:
-        model: A `Transformer`.
+        model: A `Transformer`, or a list of them with one vocabulary (an ensemble).
         src: Source ids, padded with `pad_id`.
         src_key_padding_mask: True at padding; derived from `pad_id` when None.
         max_len_a, max_len_b: Maximum output length = a * source length + b.
         use_cache: See `StepDecoder`.
+        prefix: Target ids to force at the start of each sentence's output (see
+            `transformer.decode.prefix`; each shorter than `max_positions`), or None.
 
     Returns:
-        The step decoder over B rows and each sentence's maximum output length.
+        The step decoder over B rows and each sentence's maximum output length (raised to
+        its prefix + 1 where needed).
 
     Shape:
         src: (B, S), right-padded: each row's real tokens first, then `pad_id` (the positional
@@ -194,21 +225,29 @@ def start_decoding(
         ValueError: when a row has padding before a real token (left padding), naming the
             first such row.
     """
+    models = as_models(model)
+    config = models[0].config
     if src_key_padding_mask is None:
-        src_key_padding_mask = src.eq(model.config.pad_id)
+        src_key_padding_mask = src.eq(config.pad_id)
     # A right-padded row's mask never goes from True (padding) back to False (a real token).
     left_padded = (src_key_padding_mask[:, :-1] & ~src_key_padding_mask[:, 1:]).any(dim=1)
     # (B, S - 1) -> (B,)
     if left_padded.any():
         raise ValueError(
             f"src row {int(left_padded.nonzero()[0])} has padding before a real token (sources "
-            f"must be right-padded: real tokens first, then pad_id {model.config.pad_id}; the "
+            f"must be right-padded: real tokens first, then pad_id {config.pad_id}; the "
             "positional encoding counts from column 0)"
         )
-    memory = model.encode(src, src_key_padding_mask)  # (B, S) -> (B, S, D)
+    memories = [m.encode(src, src_key_padding_mask) for m in models]  # (B, S) -> (B, S, D)
     src_lengths = (~src_key_padding_mask).sum(dim=1)  # (B, S) -> (B,)
-    max_lens = max_output_lengths(src_lengths, max_len_a, max_len_b, model.config.max_positions)
-    return StepDecoder(model, memory, src_key_padding_mask, use_cache), max_lens
+    positions = min(m.config.max_positions for m in models)
+    max_lens = max_output_lengths(src_lengths, max_len_a, max_len_b, positions)
+    forcing = None
+    if prefix is not None and any(prefix):
+        max_lens = prefix_lengths(max_lens, prefix, positions)
+        forcing = PrefixForcing(prefix, src.device)
+    decoder = StepDecoder(models, memories, src_key_padding_mask, use_cache, forcing)
+    return decoder, max_lens
 
 
 def make_hypothesis(

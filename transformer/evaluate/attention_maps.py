@@ -4,7 +4,8 @@ The paper shows what attention does with heatmaps of the weights softmax(Q K^T /
 (section 3.2.1, equation 1; Figures 3 to 5). This module collects those weights from a trained
 `Transformer` without changing it: a forward pre-hook on each `MultiHeadAttention` switches on
 `need_weights` (the layers always pass it as a keyword) and a forward hook keeps the returned
-(B, H, T, S) weights. With `need_weights` an attention module runs its written-out "math" kernel,
+(B, H, T, S) weights (`transformer.decode.alignment.capture_weights`, which word alignments
+use too). With `need_weights` an attention module runs its written-out "math" kernel,
 which matches the default fused kernel within 1e-5 in float32, so the weights collected are the
 ones that produced the layer's output.
 
@@ -22,12 +23,11 @@ Indices of layers and heads are 0-based.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 
+from transformer.decode.alignment import capture_weights
 from transformer.decode.beam_search import beam_search
 from transformer.decode.config import DecodeConfig
 from transformer.model.attention import MultiHeadAttention
@@ -92,32 +92,6 @@ def attention_modules(model: torch.nn.Module, kind: str) -> list[MultiHeadAttent
     raise ValueError(f"attention kind {kind!r} must be one of {', '.join(KINDS)}")
 
 
-@contextmanager
-def capture_weights(modules: Sequence[torch.nn.Module]) -> Iterator[list[torch.Tensor]]:
-    """Within the block, each call of `modules[i]` returns and records its attention weights.
-
-    Yields a list that fills with one (B, H, T, S) tensor per call, in call order (one call
-    per module in a full forward pass, so in layer order). The hooks are removed on exit.
-    """
-    captured: list[torch.Tensor] = []
-
-    def ask_for_weights(module, args, kwargs):
-        return args, {**kwargs, "need_weights": True}
-
-    def keep_weights(module, args, output):
-        captured.append(output[1].detach())
-
-    handles = []
-    try:
-        for module in modules:
-            handles.append(module.register_forward_pre_hook(ask_for_weights, with_kwargs=True))
-            handles.append(module.register_forward_hook(keep_weights))
-        yield captured
-    finally:
-        for handle in handles:
-            handle.remove()
-
-
 @torch.no_grad()
 def collect_attention(
     model: torch.nn.Module,
@@ -167,8 +141,9 @@ def translate_ids(
 ) -> list[int]:
     """The model's own translation of one source sentence, as target ids (no bos/eos).
 
-    Beam search with the settings of `decode` (default: the paper's beam 4, length penalty 0.6,
-    maximum length source + 50); a beam of 1 is greedy search.
+    Beam search with the settings of `decode`: the checkpoint's section (`config.decode` of
+    `load_checkpoint`, or `Translator.decode`); None stands for `DecodeConfig()`, the paper's
+    beam 4, length penalty 0.6 and maximum length source + 50. A beam of 1 is greedy search.
     """
     decode = decode or DecodeConfig()
     device = next(model.parameters()).device
@@ -206,8 +181,12 @@ def attention_weights(
         src: Source sentence.
         tgt: Target sentence to force-decode; None translates `src` (not needed for "self").
         kind: "self", "cross" or "decoder-self".
-        decode: Beam size, length penalty and maximum length for the translation (default:
-            `DecodeConfig()`, the paper's settings; a beam of 1 is greedy search).
+        decode: Beam size, length penalty and maximum length for the translation: pass the
+            checkpoint's section (`config.decode` from `load_checkpoint`, or
+            `translator.decode`), as `transformer-attention` does, so that the translation is
+            the one `Translator` and `transformer-translate` give; None stands for
+            `DecodeConfig()` (the paper's settings, for a model without a checkpoint). A beam
+            of 1 is greedy search.
 
     Returns:
         `AttentionMaps` with weights of shape (layers, heads, T, S) and the subword labels.
@@ -216,7 +195,8 @@ def attention_weights(
         ValueError: for an unknown kind or a source sentence with no tokens.
 
     Example:
-        >>> maps = attention_weights(model, tokenizer, "A man is riding a horse.")
+        >>> model, tokenizer, config = load_checkpoint("checkpoint_avg5.pt")
+        >>> maps = attention_weights(model, tokenizer, "A man is riding.", decode=config.decode)
         >>> maps.weights[-1].mean(0)  # last layer, averaged over heads: (T, S)
     """
     attention_modules(model, kind)  # validates the kind before any translation

@@ -1,0 +1,126 @@
+"""Tests for transformer/cli/export.py (the transformer-export command): exports that pass their
+parity check are written, anything else leaves nothing behind; exit codes as every command's."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+import torch
+
+pytest.importorskip("ctranslate2")
+pytest.importorskip("transformers")
+
+from transformer.cli import export as export_cli  # noqa: E402
+from transformer.cli.export import main  # noqa: E402
+from transformer.export.parity import ParityResult  # noqa: E402
+
+
+@pytest.fixture
+def checkpoint(tmp_path, make_search_model, synthetic_tokenizer, write_checkpoint):
+    """A random model with sharpened outputs (embeddings x 3): few near-tied beams and little
+    probability on <pad> and <s>, as after training (transformer.export.ctranslate2_translate)."""
+    model = make_search_model(synthetic_tokenizer.vocab_size)
+    with torch.no_grad():
+        model.tgt_embed.weight.mul_(3.0)
+    return str(write_checkpoint(tmp_path / "model.pt", model, synthetic_tokenizer))
+
+
+def leftovers(directory) -> list[str]:
+    return [p.name for p in directory.iterdir() if ".partial-" in p.name]
+
+
+def test_ctranslate2_export_is_checked_then_written(checkpoint, tmp_path, capsys):
+    out = tmp_path / "ct2"
+    assert main(["--checkpoint", checkpoint, "--to", "ctranslate2", "--output", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("ctranslate2 float32, greedy: 8 sentences, 8 identical")
+    assert lines[1].startswith("ctranslate2 float32, beam 4") and lines[1].endswith("%)")
+    assert lines[2].endswith("(ctranslate2, parity checked)")
+    assert {"model.bin", "config.json", "spm.model", "export.json"} <= {
+        p.name for p in out.iterdir()
+    }
+    report = json.loads((out / "export.json").read_text())
+    assert report["checked"] and report["report"] == lines[:2]
+    assert report["decoding"]["length_penalty_style"] == "power"
+    assert not leftovers(tmp_path)
+
+
+def test_int8_export_checks_a_float32_twin_too(checkpoint, tmp_path, capsys):
+    out = tmp_path / "int8"
+    argv = ["--checkpoint", checkpoint, "--to", "ctranslate2", "--output", str(out)]
+    assert main([*argv, "--quantization", "int8", "--beam-size", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(",")[0] for line in lines[:4]] == ["ctranslate2 float32"] * 2 + [
+        "ctranslate2 int8"
+    ] * 2
+    assert json.loads((out / "export.json").read_text())["quantization"] == "int8"
+
+
+def test_huggingface_export_with_a_check_file(checkpoint, tmp_path, capsys, synthetic_sentences):
+    check = tmp_path / "check.txt"
+    check.write_text("\n".join(synthetic_sentences(12, seed=2)) + "\n\n")
+    out = tmp_path / "hf"
+    argv = ["--checkpoint", checkpoint, "--to", "huggingface", "--output", str(out)]
+    assert main([*argv, "--check-input", str(check)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("huggingface tokenizer: 12 sentences, 12 identical")
+    assert "max logit difference" in lines[1] and lines[2].startswith("huggingface float32, greedy")
+    assert (out / "model.safetensors").is_file() and (out / "tokenizer.json").is_file()
+
+
+def test_a_failed_check_writes_nothing(checkpoint, tmp_path, capsys, monkeypatch):
+    failing = ParityResult("ctranslate2 float32, greedy", 8, 5, 0.3, "log-prob", False, "x")
+    monkeypatch.setattr(export_cli, "check_ctranslate2", lambda *args, **kwargs: [failing])
+    out = tmp_path / "ct2"
+    assert main(["--checkpoint", checkpoint, "--to", "ctranslate2", "--output", str(out)]) == 1
+    error = capsys.readouterr().err
+    assert "parity check failed, nothing written" in error and "MISMATCH" in error
+    assert not out.exists() and not leftovers(tmp_path)
+
+
+def test_an_existing_output_needs_force(checkpoint, tmp_path, capsys):
+    out = tmp_path / "ct2"
+    out.mkdir()
+    (out / "old").write_text("x")
+    argv = ["--checkpoint", checkpoint, "--to", "ctranslate2", "--output", str(out), "--no-check"]
+    assert main(argv) == 1
+    assert "exists; pass --force" in capsys.readouterr().err
+    assert main([*argv, "--force"]) == 0
+    assert "parity NOT checked (--no-check)" in capsys.readouterr().out
+    assert not (out / "old").exists() and (out / "model.bin").is_file()
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--to", "huggingface", "--quantization", "int8"], "--to ctranslate2 only"),
+        (["--to", "ctranslate2", "--check-reference", "r.txt"], "needs --check-input"),
+        (["--to", "ctranslate2", "--no-check", "--check-input", "x"], "need --check"),
+        (["--to", "ctranslate2", "--min-identical", "2"], "--min-identical (2.0)"),
+        (["--to", "onnx"], "invalid choice"),
+    ],
+)
+def test_a_wrong_command_line_exits_2(checkpoint, tmp_path, capsys, extra, message):
+    assert main(["--checkpoint", checkpoint, "--output", str(tmp_path / "o"), *extra]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_missing_extra_is_one_line_naming_it(checkpoint, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)
+    out = tmp_path / "ct2"
+    assert main(["--checkpoint", checkpoint, "--to", "ctranslate2", "--output", str(out)]) == 1
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and "'export' extra" in error and '".[export]"' in error
+    assert not out.exists() and not leftovers(tmp_path)
+
+
+def test_a_model_marian_cannot_hold_fails_before_any_work(
+    tmp_path, capsys, make_search_model, synthetic_tokenizer, write_checkpoint
+):
+    model = make_search_model(synthetic_tokenizer.vocab_size, norm_first=True)
+    path = write_checkpoint(tmp_path / "pre.pt", model, synthetic_tokenizer)
+    argv = ["--checkpoint", str(path), "--to", "huggingface", "--output", str(tmp_path / "hf")]
+    assert main(argv) == 1
+    assert "pre-norm" in capsys.readouterr().err and not leftovers(tmp_path)
