@@ -4,7 +4,9 @@ parity check are written, anything else leaves nothing behind; exit codes as eve
 from __future__ import annotations
 
 import json
+import os
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -90,6 +92,26 @@ def test_an_existing_output_needs_force(checkpoint, tmp_path, capsys):
     assert main([*argv, "--force"]) == 0
     assert "parity NOT checked (--no-check)" in capsys.readouterr().out
     assert not (out / "old").exists() and (out / "model.bin").is_file()
+
+
+def test_force_never_deletes_the_checkpoint_being_exported(checkpoint, tmp_path, capsys):
+    """--output naming the checkpoint's own folder (a run directory) with --force would delete
+    the checkpoints before the export is written."""
+    argv = ["--checkpoint", checkpoint, "--to", "ctranslate2", "--output", str(tmp_path)]
+    assert main([*argv, "--no-check", "--force"]) == 1
+    assert "holds the checkpoint" in capsys.readouterr().err
+    assert Path(checkpoint).is_file()
+
+
+def test_the_exported_folder_is_readable_as_the_umask_allows(checkpoint, tmp_path):
+    out = tmp_path / "ct2"
+    previous = os.umask(0o022)
+    try:
+        argv = ["--checkpoint", checkpoint, "--to", "ctranslate2", "--output", str(out)]
+        assert main([*argv, "--no-check"]) == 0
+    finally:
+        os.umask(previous)
+    assert out.stat().st_mode & 0o777 == 0o755  # mkdtemp alone gives 0o700
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -137,6 +138,10 @@ def _export(args: argparse.Namespace) -> None:
                 f"--check-reference has {len(references)} lines, --check-input {len(sentences)}"
             )
     path = checkpoint_file(args.checkpoint, "transformer-export")
+    held = Path(os.path.realpath(path))
+    if output.exists() and held.is_relative_to(os.path.realpath(output)):
+        # --force would delete the checkpoint (and its run directory) before the export ends.
+        raise ValueError(f"--output {output} holds the checkpoint {path}; choose another folder")
     model, tokenizer, config = load_checkpoint(path)
     model.float()
     decode = config.decode
@@ -145,6 +150,9 @@ def _export(args: argparse.Namespace) -> None:
     if args.to == "huggingface":
         check_exportable(model, tokenizer)  # before any work
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=output.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    staging.chmod(0o777 & ~umask)  # mkdtemp makes it owner-only; a model folder is readable
     try:
         results = []
         if args.to == "ctranslate2":
