@@ -244,7 +244,9 @@ class Trainer:
             if result.applied:
                 state.step += 1
             time_up, save_due, interrupted = result.flags  # OR-ed over processes
-            stop = "interrupted" if interrupted else None
+            # A stop asked for during the last update is no interruption: the run is complete.
+            done = state.step >= train.max_steps
+            stop = "interrupted" if interrupted and not done else None
             consecutive_skips = 0 if result.finite else consecutive_skips + 1
             if not result.finite and not interrupted:
                 last = self.run_dir.last_path
