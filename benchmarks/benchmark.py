@@ -315,6 +315,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def _missing_requirement(args, hf_planned: bool) -> str | None:
+    """What this machine lacks for the asked-for run (a GPU, the Hugging Face peer), or None."""
+    import importlib.util
+
+    import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        return "--device cuda: no CUDA device is available (drop --device cuda for the CPU run)"
+    if (
+        args.device != "cuda"
+        and not args.no_hf
+        and importlib.util.find_spec("transformers") is None
+    ):
+        return "the Hugging Face peer needs transformers: pip install -e '.[bench]' (or --no-hf)"
+    return None
+
+
 def main(argv: list[str] | None = None, plan: Plan | None = None) -> int:
     """Run the benchmark, print the table, optionally write JSON; 1 if the cache check fails.
 
@@ -326,6 +343,10 @@ def main(argv: list[str] | None = None, plan: Plan | None = None) -> int:
     started = time.time()
     if plan is None:
         plan = quick_plan() if args.quick else full_plan()
+    problem = _missing_requirement(args, "hf" in plan.engines)
+    if problem:  # one line, before any measuring (#17: no traceback for a missing extra)
+        print(f"benchmark.py: error: {problem}", file=sys.stderr)
+        return 2
     settings = ProcessSettings(threads=args.threads, device=args.device)
     print("[benchmark] measuring machine load (benchmark idle) ...", flush=True)
     load_start = machine_load(plan.load_sample_seconds)

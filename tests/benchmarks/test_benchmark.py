@@ -274,3 +274,31 @@ def test_an_unknown_gpu_gets_tokens_per_second_and_no_mfu(monkeypatch, capsys):
     assert "no peak bf16 FLOP/s known for 'NVIDIA B200'" in capsys.readouterr().out
     body = cuda.run_cuda_benchmark(settings, quick=True, peak_override=2250.0)
     assert peaks[2:] == [2250.0e12, 2250.0e12] and "mfu_base_bf16" in body["ratio_stats"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
+def test_device_cuda_without_a_gpu_is_one_line_before_any_measuring(capsys):
+    from benchmarks import benchmark
+
+    assert benchmark.main(["--device", "cuda", "--quick"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == (
+        "benchmark.py: error: --device cuda: no CUDA device is available "
+        "(drop --device cuda for the CPU run)\n"
+    )
+    assert "measuring" not in captured.out
+
+
+def test_a_missing_hugging_face_peer_names_the_extra(capsys, monkeypatch):
+    import importlib.util
+
+    from benchmarks import benchmark
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "transformers" else find_spec(name, *a),
+    )
+    assert benchmark.main(["--quick"]) == 2
+    assert "pip install -e '.[bench]' (or --no-hf)" in capsys.readouterr().err
