@@ -19,6 +19,7 @@ user gets from the CLI):
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shlex
@@ -121,14 +122,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--results-dir",
         help="where the scores, hypotheses and summary go (default: results/ for the full job, "
-        "the run directory when --max-minutes, --run-dir or overrides change the job)",
+        "the run directory of a changed job: --max-minutes, --run-dir, --config, --average-last or "
+        "overrides)",
     )
     parser.add_argument("overrides", nargs="*", help="extra config overrides (section.key=value)")
     args = parser.parse_args(argv)
 
     src, tgt = args.direction.split("-")
     data_dir = find_multi30k(Path(args.download_dir))
-    run_dir = Path(args.run_dir or REPO / "checkpoints" / f"multi30k_{src}-{tgt}").resolve()
+    # A changed job of any kind (a quick try with --max-minutes, overrides, another config or
+    # average) never touches the real job: its own run directory, and never results/.
+    default_config = Path(args.config).resolve() == (REPO / "configs" / "multi30k.yaml")
+    changed = args.max_minutes is not None or bool(args.overrides) or args.run_dir is not None
+    changed = changed or not default_config or args.average_last != 5
+    name = f"multi30k_{src}-{tgt}"
+    if changed and args.run_dir is None:
+        key = repr((str(Path(args.config).resolve()), args.max_minutes, args.overrides))
+        name += f"-{hashlib.sha1(f'{key} {args.average_last}'.encode()).hexdigest()[:8]}"
+    run_dir = Path(args.run_dir or REPO / "checkpoints" / name).resolve()
+    if changed:
+        print(f"quickstart: a changed job: run directory {run_dir}; results/ is left alone")
     overrides = [
         f"data.source_lang={src}",
         f"data.target_lang={tgt}",
@@ -181,7 +194,6 @@ def main(argv: list[str] | None = None) -> int:
     run_config = yaml.safe_load((run_dir / "config.yaml").read_text())
     decode = run_config["decode"]
     # The recorded results in results/ are only replaced by the full, unmodified job.
-    changed = args.max_minutes is not None or bool(args.overrides) or args.run_dir is not None
     results_dir = Path(args.results_dir or (run_dir if changed else REPO / "results"))
     results_dir.mkdir(parents=True, exist_ok=True)
     test_name = test_prefix.name

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from scripts.quickstart import find_multi30k
@@ -36,3 +38,29 @@ def test_relative_data_dir_comes_back_absolute(shared_data, tmp_path, monkeypatc
     monkeypatch.setenv("TRANSFORMER_DATA_DIR", shared_data.name)
     found = find_multi30k(tmp_path / "download")
     assert found.is_absolute() and found == (shared_data / "multi30k").resolve()
+
+
+def test_a_changed_job_gets_its_own_run_directory_and_leaves_results_alone(
+    shared_data, monkeypatch, capsys
+):
+    """`--max-minutes 3` once trained into the real job's directory, and the next plain run
+    failed on its leftovers (#17 item 6): now the quick try is planned elsewhere. The run is
+    stopped right after the plan (find_multi30k passes; training is replaced)."""
+    from scripts import quickstart
+
+    monkeypatch.setenv("TRANSFORMER_DATA_DIR", str(shared_data))
+    calls = []
+
+    def stop(command):
+        calls.append(command)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(quickstart, "run", stop)
+    with pytest.raises(SystemExit):
+        quickstart.main(["--max-minutes", "3"])
+    out = capsys.readouterr().out
+    assert "a changed job: run directory" in out and "results/ is left alone" in out
+    (output_dir,) = [a.split("=", 1)[1] for a in calls[0] if a.startswith("train.output_dir=")]
+    real = quickstart.REPO / "checkpoints" / "multi30k_en-de"
+    assert Path(output_dir) != real.resolve()
+    assert Path(output_dir).name.startswith("multi30k_en-de-")
