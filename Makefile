@@ -20,7 +20,7 @@ install: venv
 	$(PY) -m pip install -q -e ".[dev]"
 	$(PY) -m pip install -q -e ".[export]" || echo "make: the export extra (ctranslate2, transformers) could not be installed: its parity tests are skipped"
 
-# Default test run: everything except GPU tests (slow real-data tests included, about 2 minutes
+# Default test run: everything except GPU tests (slow real-data tests included, about 5 minutes
 # on 2 CPU cores). Real data: ../shared/data, or $TRANSFORMER_DATA_DIR.
 test: install
 	$(PY) -m pytest -q -m "not gpu" tests
