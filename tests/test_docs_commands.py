@@ -9,13 +9,15 @@ in for the demo's `checkpoints/multi30k_en-de/` and its `checkpoint_avg5.pt`. A 
 optional `[--x ...]` groups runs twice: without them, and with the first choice of each group.
 
 Every other command of a block must be in SKIPPED, with the reason it is not run here: other
-programs (make, torchrun, shell scripts) train for an hour, need GPUs or the network, or change
-this environment (`scripts/gpu_check.sh` installs the checkout with pip), so none runs unless
-it is reviewed and taught to this file. Skipped commands, the optional choices that are not
-run, and the commands quoted in the prose (`python benchmarks/benchmark.py`) are checked
-without running them (`test_documented_command_parses`): the program exists, its `--help`
-prints a usage and lists every option the command gives, the config files it names load with
-its overrides, a make target exists, a pip extra is declared, a pytest marker is registered.
+programs (make, torchrun, shell scripts, TensorBoard's server) train for an hour, need GPUs or
+the network, serve until stopped, or change this environment (`scripts/gpu_check.sh` installs
+the checkout with pip), so none runs unless it is reviewed and taught to this file. Skipped
+commands, the optional choices that are not run, and the commands quoted in the prose
+(`python benchmarks/benchmark.py`) are checked without running them
+(`test_documented_command_parses`): the program exists, its `--help` prints a usage and lists
+every option the command gives, the config files it names load with its overrides, a make
+target exists, a pip extra is declared (also the one `tensorboard` comes with), a pytest marker
+is registered.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ SKIPPED = {
     "into the environment that runs it",
     r"^PYTHON=\S+ bash scripts/gpu_check\.sh --dry-run": "takes about a minute; "
     "tests/scripts/test_gpu_check.py runs it",
+    r"^tensorboard --logdir": "TensorBoard's web server runs until it is stopped",
 }
 # Commands that run with overrides appended, so that they take seconds instead of minutes.
 BOUNDED = {
@@ -68,13 +71,16 @@ BOUNDED = {
 NOT_RUN_CHOICES = {"--device cuda": "no GPU here"}
 # Files a command writes besides those its output options name (paths in the setting).
 WRITES = {
+    r"^transformer-plot checkpoints/multi30k_en-de$": [
+        "checkpoints/multi30k_en-de/training_curves.png"
+    ],
     r"^transformer-evaluate --checkpoint avg\.pt --src \S+/newstest2014\.en": [
         "avg.newstest2014.hyp.de",
         "avg.newstest2014.json",
     ],
 }
 OUTPUT_OPTIONS = ("--output", "--json", "--hyp-out")
-PROGRAMS = {"python", "make", "pip", "pytest", "torchrun", "echo", "bash"}
+PROGRAMS = {"python", "make", "pip", "pytest", "torchrun", "echo", "bash", "tensorboard"}
 
 FENCE = re.compile(r"^```(?P<lang>\w*)\n(?P<body>.*?)^```$", re.DOTALL | re.MULTILINE)
 OPTIONAL = re.compile(r"\s\[(?P<choices>--[^\]]*)\]")  # `[--nbest 4 | --greedy]`
@@ -243,6 +249,9 @@ def parse_problems(words: list[str], extra_options: list[str]) -> list[str]:
         return problems + [f"pip install {name}: no index serves this project" for name in named]
     if program == "pytest":
         return marker_problems(args)
+    if program == "tensorboard":  # installed by the `tensorboard` extra
+        extra = "tensorboard" in declared_extras()
+        return [] if extra else ["no extra 'tensorboard' in pyproject.toml"]
     if program == "torchrun":  # it starts `python -m MODULE ARGS` in every process
         if shutil.which("torchrun", path=str(BIN)) is None:
             return [f"no torchrun in {BIN}"]
@@ -498,6 +507,10 @@ def test_documented_command_runs(command, runs):
     """The command exits 0 and writes the files it names (in the setting)."""
     if command.text.startswith("transformer-attention") and "--output" in command.text:
         pytest.importorskip("matplotlib")  # the `viz` extra (make test installs it)
+    if command.text.startswith("transformer-plot"):
+        pytest.importorskip("matplotlib")
+    if "train.tensorboard=true" in command.text:
+        pytest.importorskip("tensorboard")  # the `tensorboard` extra
     problems = [problem for problem in runs[command] if problem is not None]
     assert not problems, f"{command.where}: " + "\n\n".join(problems)
 

@@ -1,7 +1,8 @@
 """Tests for transformer/train/metrics_log.py: the metrics.jsonl log and the training window.
 
 References: `json.loads` of each written line; a plain filter of the records for
-`truncate_after`; the window's sums divided by hand (loss per token, ppl = exp(nll per token)).
+`truncate_after`; the window's sums divided by hand (loss per token, ppl = exp(nll per token));
+a mirror that keeps the records it is given.
 """
 
 from __future__ import annotations
@@ -65,6 +66,36 @@ def test_a_line_cut_off_by_a_crash_is_ignored_and_dropped_by_truncation(tmp_path
         RECORDS[-1], sort_keys=True
     )
     assert log.read() == RECORDS
+
+
+class ListMirror:
+    """A mirror that keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.records, self.flushes, self.closed = [], 0, False
+
+    def write(self, record: dict) -> None:
+        self.records.append(record)
+
+    def flush(self) -> None:
+        self.flushes += 1
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_the_mirror_receives_every_record_written_and_is_closed_on_exit(tmp_path):
+    mirror = ListMirror()
+    with MetricsLog(tmp_path / "metrics.jsonl", mirror) as log:
+        for record in RECORDS:
+            log.write(record)
+        log.flush()
+        assert mirror.records == log.read() == RECORDS and mirror.flushes == 1
+        assert not mirror.closed
+    assert mirror.closed and log.mirror is None
+    log.write({"type": "train", "step": 5})  # no longer mirrored; the file still grows
+    log.flush()
+    assert len(mirror.records) == len(RECORDS) and len(log.read()) == len(RECORDS) + 1
 
 
 def test_window_record_divides_the_sums_by_the_real_tokens(monkeypatch):

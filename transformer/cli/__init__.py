@@ -5,6 +5,7 @@
 - `translate.py`: `transformer-translate`; `evaluate.py`: `transformer-evaluate`;
 - `score.py`: `transformer-score` (log P(target | source) of given pairs);
 - `attention.py`: `transformer-attention`; `export.py`: `transformer-export`;
+- `plot.py`: `transformer-plot` (a run's training curves);
 - `common.py`: what they share (decoding options, devices, files, exit codes).
 
 Nothing outside this folder imports from it.

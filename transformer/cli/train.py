@@ -6,7 +6,9 @@ Usage:
     torchrun --nproc_per_node 8 -m transformer.train --config configs/base.yaml
 
 Rerunning the same command continues from `checkpoint_last.pt` of `train.output_dir`;
-`--no-resume` starts from scratch in the same directory instead.
+`--no-resume` starts from scratch in the same directory instead. `train.tensorboard=true` also
+writes the metrics as TensorBoard events (`transformer.train.tensorboard_log`); without the
+tensorboard package that is a one-line error before any work.
 
 Ctrl-C or SIGTERM (a scheduler's stop) during training: the current update finishes,
 `checkpoint_last.pt` is written, one line says how to resume (every rank of a torchrun job
@@ -29,6 +31,7 @@ from transformer.cli.common import UsageError, file_name, run
 from transformer.config import Config, default_keys, format_config, load_config
 from transformer.train.distributed import join_process_group, shutdown, torchrun_context
 from transformer.train.run_data import prepare_run_data
+from transformer.train.tensorboard_log import summary_writer_class
 from transformer.train.trainer import Trainer
 
 
@@ -72,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         2 for a wrong command line (a missing or invalid config file, an unknown key, a bad
         override or value, an unknown or absent `train.device`); 1 after a one-line error when
         the work cannot be done (data or tokenizer problems while preparing, a checkpoint that
-        cannot be resumed, a run directory that cannot be created, a non-finite loss).
+        cannot be resumed, a run directory that cannot be created, a non-finite loss,
+        `train.tensorboard: true` without the tensorboard package, before any work).
     """
     return run(build_parser(), _train, argv)
 
@@ -87,6 +91,11 @@ def _train(args: argparse.Namespace) -> int | None:
     if args.print_config:
         print(format_config(config, defaults), end="")
         return
+    if config.train.tensorboard:  # before any work (every rank: none waits on a failed one)
+        try:
+            summary_writer_class()
+        except ImportError as error:  # says how to install tensorboard
+            raise ValueError(str(error)) from None
     try:
         context = torchrun_context(config.train.device)
     except ValueError as error:

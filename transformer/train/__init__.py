@@ -9,6 +9,7 @@
 - `state.py`: progress counters and random generators; `checkpoints.py`: writing a run's
   checkpoints and resuming from one;
 - `run_directory.py`: the run directory's files; `metrics_log.py`: `metrics.jsonl`;
+  `tensorboard_log.py`: its records as TensorBoard events (`train.tensorboard`);
 - `progress.py`: the progress bar (or lines), forecast and clock; `flops.py`: model FLOPs
   and GPU peaks (MFU); `prefetch.py`: the next update's batches read ahead (CUDA);
 - `interrupt.py`: Ctrl-C / SIGTERM stop cleanly; `nonfinite.py`: NaN/Inf losses;

@@ -213,14 +213,16 @@ class TrainingCheckpoints:
         return TrainState()
 
     def _set_aside_previous_run(self, log: Callable[[str], None]) -> None:
-        """Move an earlier run's checkpoints and metrics.jsonl into `previous-<UTC time>/`.
+        """Move an earlier run's checkpoints, metrics.jsonl and tensorboard/ into
+        `previous-<UTC time>/`.
 
         A fresh start must not leave them beside the new ones: `keep_last` pruning and
         `transformer-average --last N` would mix the two runs. Nothing is deleted.
         """
         old = sorted(self.run_dir.path.glob("checkpoint_*.pt"))
-        if self.run_dir.metrics_path.is_file():
-            old.append(self.run_dir.metrics_path)
+        for path in (self.run_dir.metrics_path, self.run_dir.tensorboard_path):
+            if path.exists():
+                old.append(path)
         if not old:
             return
         aside = self.run_dir.path / time.strftime("previous-%Y%m%d-%H%M%S", time.gmtime())

@@ -71,6 +71,9 @@ class TrainConfig:
         save_interval_minutes: Numbered checkpoint every this many minutes (the paper: 10).
         keep_last: Numbered checkpoints kept (older ones are deleted); last/best always kept.
         log_interval_steps: Updates per metrics.jsonl training record.
+        tensorboard: Also write every metrics.jsonl record's numbers as TensorBoard scalars
+            into output_dir/tensorboard/ (rank 0; needs the tensorboard package, checked
+            before any work; `transformer.train.tensorboard_log`).
         validate_interval_steps: Updates between validations; 0 = never.
         valid_bleu_sentences: Validation sentences decoded for BLEU; null = all, 0 = no BLEU.
         best_metric: Chooses checkpoint_best.pt: "bleu", "chrf" (higher is better), "loss",
@@ -112,6 +115,7 @@ class TrainConfig:
     save_interval_minutes: float | None = None
     keep_last: int = 5
     log_interval_steps: int = 100
+    tensorboard: bool = False
     validate_interval_steps: int = 1000
     valid_bleu_sentences: int | None = None
     best_metric: str = "bleu"

@@ -5,7 +5,8 @@ Training writes one object per logged step (`{"type": "train", "step", "loss", "
 validation (`{"type": "valid", "step", "loss", "ppl", "bleu", "elapsed_minutes", ...}`).
 Only rank 0 writes. On resume, lines for steps after the checkpoint (written by a run that
 died before saving again) are dropped, so that each step appears once and the file matches an
-uninterrupted run.
+uninterrupted run. A mirror (`train.tensorboard`: `tensorboard_log.TensorBoardLog`) receives
+every record written, from this one place.
 """
 
 from __future__ import annotations
@@ -19,20 +20,42 @@ from transformer.atomic import atomic_write_text
 
 
 class MetricsLog:
-    """Append-only JSONL writer.
+    """Append-only JSONL writer; as a context manager, closes its mirror on exit.
 
     Args:
         path: The `metrics.jsonl` file (created on first write).
+        mirror: Also receives every record written: an object with `write(record)`, `flush()`
+            and `close()` (a `TensorBoardLog`), or None; may be set later (`self.mirror`).
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, mirror=None) -> None:
         self.path = Path(path)
+        self.mirror = mirror
 
     def write(self, record: dict) -> None:
-        """Append one object as a line and flush it to the OS."""
+        """Append one object as a line and flush it to the OS; then pass it to the mirror."""
         with open(self.path, "a", encoding="utf-8") as file:
             file.write(_line(record))
             file.flush()
+        if self.mirror is not None:
+            self.mirror.write(record)
+
+    def flush(self) -> None:
+        """Flush the mirror (the lines of metrics.jsonl are flushed as they are written)."""
+        if self.mirror is not None:
+            self.mirror.flush()
+
+    def close(self) -> None:
+        """Close the mirror and stop mirroring (metrics.jsonl is opened per write, never held)."""
+        if self.mirror is not None:
+            self.mirror.close()
+            self.mirror = None
+
+    def __enter__(self) -> MetricsLog:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
 
     def read(self) -> list[dict]:
         """All complete records (a line cut off by a crash is ignored)."""

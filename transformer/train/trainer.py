@@ -43,6 +43,7 @@ from transformer.train.progress import TrainProgress
 from transformer.train.run_data import prepare_run_data
 from transformer.train.run_directory import RunDirectory
 from transformer.train.state import TrainState, seed_everything
+from transformer.train.tensorboard_log import TensorBoardLog
 from transformer.train.update import UpdateStep
 from transformer.train.validation import Validator
 
@@ -169,6 +170,7 @@ class Trainer:
         """Write checkpoint_last.pt (and numbered / best ones); collective."""
         self.state.elapsed_seconds = self.progress.elapsed()
         self.checkpoints.save(self.state, numbered, best)
+        self.metrics.flush()  # the TensorBoard events up to this checkpoint
 
     def _validate(self) -> tuple[bool, bool]:
         """Validate and update the best/early-stopping counters. Returns (is_best, stop_early)."""
@@ -195,9 +197,13 @@ class Trainer:
         Raises:
             NonFiniteLossError: on a NaN/Inf loss unless `train.skip_nonfinite` (the last good
                 checkpoint is left as it is).
+            ImportError: `train.tensorboard` without tensorboard, before the first update
+                (`transformer-train` checks it before preparing the data).
         """
-        # The reading thread stops also on errors; the first Ctrl-C / SIGTERM stops cleanly.
-        with self.batches, StopSignals() as self.signals:
+        if self.config.train.tensorboard and self.context.is_main:  # train/tensorboard_log.py
+            self.metrics.mirror = TensorBoardLog(self.run_dir.tensorboard_path, self.state.step + 1)
+        # Reading thread and mirror close on errors too; the first Ctrl-C / SIGTERM stops cleanly.
+        with self.metrics, self.batches, StopSignals() as self.signals:
             return self._train(self.signals)
 
     def _train(self, signals: StopSignals) -> TrainState:
