@@ -58,7 +58,7 @@ done
 
 train_args=(--config "configs/$size.yaml" "train.output_dir=$run_dir" "train.keep_last=$average_last" "$@")
 echo "== 0. data + joint BPE (37000): transformer-prepare into $run_dir"
-# The config reads WMT14 through datasets (data.train: hf:wmt14:de-en:train) and trains the
+# The config reads WMT14 through datasets (data.train: hf:wmt/wmt14:de-en:train) and trains the
 # SentencePiece model in the run directory; a rerun reuses both.
 "$python" -m transformer.cli.prepare "${train_args[@]}"
 

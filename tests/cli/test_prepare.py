@@ -21,7 +21,8 @@ def test_prepare_then_train_reuses_the_model_and_the_cache(tmp_path, tiny_run, c
     out = capsys.readouterr().out
     assert "trained SentencePiece" in out and "train: encoded" in out
     kept = 29000 - int(re.search(r"train: dropped (\d+) of 29000 pairs", out).group(1))
-    assert f"prepared train {kept:,} pairs, valid 1,014 pairs in {run_dir}" in out
+    assert f"prepared the data in {run_dir} in " in out
+    assert f"train: {kept:,} of 29,000 pairs kept" in out and "valid: " in out
     assert (run_dir / "spm.model").is_file() and any((run_dir / "cache").iterdir())
     assert not (run_dir / "checkpoint_last.pt").exists()  # nothing trained
 

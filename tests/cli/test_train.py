@@ -175,3 +175,22 @@ def test_overrides_may_follow_the_options(tmp_path, capsys):
     assert main(argv) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "  seed: 2" in lines and "  max_steps: 3" in lines
+
+
+def test_the_saved_config_resumes_the_run_from_any_directory(tmp_path, tiny_run, monkeypatch):
+    # Relative corpus prefixes (resolved against TRANSFORMER_DATA_DIR) and a relative run
+    # directory: the saved config holds what they resolved to, so it works from elsewhere.
+    monkeypatch.chdir(tmp_path)
+    argv = ["--config", str(tiny_run.config_path), *tiny_run.fast, "train.output_dir=run"]
+    assert main([*argv, "train.max_steps=2", "train.save_interval_steps=2"]) == 0
+    saved = load_config(tmp_path / "run" / "config.yaml")
+    assert saved.data.train == str(tiny_run.shared_data / "multi30k" / "train")
+    assert saved.train.output_dir == str(tmp_path / "run")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.delenv("TRANSFORMER_DATA_DIR")
+    saved_path = str(tmp_path / "run" / "config.yaml")
+    assert main(["--config", saved_path, "train.max_steps=3"]) == 0
+    assert [r["step"] for r in tiny_run.records(tmp_path / "run")] == [1, 2, 3]
+    assert not any(elsewhere.iterdir())  # nothing written where it was started

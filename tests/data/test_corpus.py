@@ -1,4 +1,4 @@
-"""Reading parallel text: real Multi30k files, tiny broken corpora, `hf:` specs."""
+"""Reading parallel text: real Multi30k files, tiny broken corpora, whole or in chunks."""
 
 from __future__ import annotations
 
@@ -6,16 +6,13 @@ import pytest
 
 from transformer.data.corpus import (
     corpus_fingerprint,
-    parse_hf_spec,
+    corpus_size,
+    iter_parallel,
     read_lines,
     read_parallel,
     resolve_prefix,
     split_lines,
 )
-
-# A dependency of the project, but the lent GPU machine has none: skip there, not fail collection.
-datasets = pytest.importorskip("datasets")
-hub_constants = pytest.importorskip("huggingface_hub.constants")  # installed with datasets
 
 
 def write_pair(tmp_path, name, src, tgt, src_lang="en", tgt_lang="de"):
@@ -101,42 +98,24 @@ def test_fingerprint_follows_content(tmp_path):
     assert corpus_fingerprint(prefix, "en", "de") != first
 
 
-def test_hf_spec_syntax():
-    assert parse_hf_spec("hf:wmt14:de-en:train") == ("wmt14", "de-en", "train")
-    assert parse_hf_spec("hf:bentrevett/multi30k::validation") == (
-        "bentrevett/multi30k",
-        None,
-        "validation",
-    )
-    for bad in ("hf:wmt14", "hf:wmt14:de-en", "hf::de-en:train", "hf:a:b:c:d"):
-        with pytest.raises(ValueError, match="hf:NAME:CONFIG:SPLIT"):
-            parse_hf_spec(bad)
+def test_chunks_name_the_line_of_bad_utf8_and_the_counts_of_misaligned_files(tmp_path):
+    lines = [f"line {i}" for i in range(10)]
+    bad = "".join(f"{x}\n" for x in lines).encode() + b"caf\xe9\n"  # line 11
+    prefix = write_pair(tmp_path, "bad", bad, lines + ["ok"])
+    with pytest.raises(ValueError, match=r"bad\.en: line 11 is not valid UTF-8"):
+        list(iter_parallel(prefix, "en", "de", chunk_pairs=4))
+    short = write_pair(tmp_path, "short", lines, lines[:7])
+    with pytest.raises(ValueError, match=r"short\.en has 10 lines but .*short\.de has 7 lines"):
+        list(iter_parallel(short, "en", "de", chunk_pairs=3))
+    no_newline = write_pair(tmp_path, "last", b"a\r\nb", b"x\ny\n")  # no final newline, CRLF
+    assert list(iter_parallel(no_newline, "en", "de", chunk_pairs=1)) == [
+        (["a"], ["x"]),
+        (["b"], ["y"]),
+    ]
+    assert corpus_size(no_newline, "en", "de") == 2
 
 
-def test_hf_offline_error_names_dataset_and_local_alternative(monkeypatch):
-    # Offline mode makes the hub fail at once instead of retrying for ~30 s without network.
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
-    with pytest.raises(ValueError) as info:
-        read_parallel("hf:wmt14:de-en:train", "en", "de")
-    message = str(info.value)
-    assert "'wmt14'" in message and "de-en" in message
-    assert "local files" in message and "PREFIX.en" in message and "PREFIX.de" in message
-
-
-def test_hf_rows_with_translation_dict_or_language_columns(monkeypatch):
-    tables = {
-        "pairs": datasets.Dataset.from_dict(
-            {"translation": [{"de": "Hallo", "en": "Hello"}, {"de": "Welt", "en": "World"}]}
-        ),
-        "columns": datasets.Dataset.from_dict({"en": ["Hello"], "de": ["Hallo"]}),
-        "other": datasets.Dataset.from_dict({"text": ["?"]}),
-    }
-    monkeypatch.setattr(datasets, "load_dataset", lambda name, config, split: tables[name])
-    text = read_parallel("hf:pairs:de-en:train", "de", "en")
-    assert text.src == ["Hallo", "Welt"] and text.tgt == ["Hello", "World"]
-    assert read_parallel("hf:columns::train", "en", "de").tgt == ["Hallo"]
-    with pytest.raises(ValueError, match="'translation' dict"):
-        read_parallel("hf:other::train", "en", "de")
-    with pytest.raises(ValueError, match="translation dict has languages"):
-        read_parallel("hf:pairs:de-en:train", "en", "fr")
+def test_bom_is_dropped_from_the_first_chunk_only(tmp_path):
+    prefix = write_pair(tmp_path, "bom", "\ufeffa\n\ufeffb\n".encode(), ["x", "y"])
+    assert list(iter_parallel(prefix, "en", "de", chunk_pairs=1))[1] == (["\ufeffb"], ["y"])
+    assert read_parallel(prefix, "en", "de").src == ["a", "\ufeffb"]

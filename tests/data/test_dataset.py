@@ -1,7 +1,7 @@
-"""Tests for transformer/data/dataset.py: flat token storage, encoding and the pair filters.
+"""Tests for transformer/data/dataset.py: flat token storage, rows, and the pair filters.
 
-References: the tokenizer called on each sentence alone (for `encode_corpus`), and plain Python
-loops over the pairs (for `ParallelDataset.select` and every rule of `filter_pairs`).
+References: plain Python loops over the pairs (for `ParallelDataset.select` and every rule of
+`filter_pairs`).
 """
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from transformer.data.corpus import ParallelText
-from transformer.data.dataset import DropReport, ParallelDataset, encode_corpus, filter_pairs
+from transformer.data.dataset import DropReport, ParallelDataset, filter_pairs
 
 
 def dataset_of(pairs: list[tuple[list[int], list[int]]]) -> ParallelDataset:
@@ -56,28 +55,28 @@ def test_select_keeps_the_masked_pairs_in_order_with_their_line_numbers():
     assert len(dataset_of(pairs).select(np.zeros(40, dtype=bool))) == 0
 
 
-def test_encode_corpus_equals_the_tokenizer_on_each_sentence(tiny_tokenizer):
-    src = ["A man is riding a horse.", "", "Two dogs.", "  ", "A woman reads a book."]
-    tgt = ["Ein Mann reitet ein Pferd.", "Ein Hund.", "", "Zwei Hunde.", "Eine Frau liest."]
-    data, blank = encode_corpus(ParallelText(src, tgt, "test", "fingerprint"), tiny_tokenizer)
-    for i, (s, t) in enumerate(zip(src, tgt, strict=True)):
-        assert data[i][0].tolist() == tiny_tokenizer.encode(s)
-        assert data[i][1].tolist() == tiny_tokenizer.encode_target(t)
-    assert blank.tolist() == [False, True, True, True, False]  # either side empty or blank
-    assert data.line_numbers.tolist() == list(range(5))
-    assert data.src_tokens.dtype == np.uint16  # 60 pieces fit in 16 bits
+def test_select_shares_the_token_arrays_and_selects_again():
+    pairs = random_pairs(5, 30)
+    data = dataset_of(pairs)
+    first = data.select(np.arange(30) % 2 == 0)
+    assert first.src_tokens is data.src_tokens and first.tgt_offsets is data.tgt_offsets
+    second = first.select(np.arange(15) % 3 == 0)  # rows of rows: corpus pairs 0, 6, 12, ...
+    assert second.line_numbers.tolist() == list(range(0, 30, 6))
+    assert [second[i][1].tolist() for i in range(len(second))] == [
+        pairs[j][1] for j in range(0, 30, 6)
+    ]
+    assert second.tgt_lengths.tolist() == [len(pairs[j][1]) for j in range(0, 30, 6)]
 
 
 @pytest.mark.parametrize("max_len, max_len_ratio", [(8, None), (5, None), (9, 1.5), (8, 2.0)])
 def test_filter_drops_exactly_what_the_rules_say_and_counts_each_pair_once(max_len, max_len_ratio):
     pairs = random_pairs(3, 300)
     data = dataset_of(pairs)
-    blank = np.random.default_rng(4).random(300) < 0.05  # e.g. whitespace-only text
-    kept, report = filter_pairs(data, blank, max_len, max_len_ratio)
+    kept, report = filter_pairs(data, max_len, max_len_ratio)
 
     reasons = []  # the first rule each pair breaks, by hand
-    for i, (s, t) in enumerate(pairs):
-        if blank[i] or not s or not t:
+    for s, t in pairs:
+        if not s or not t:  # e.g. whitespace-only text, which encodes to no tokens
             reasons.append("empty")
         elif max(len(s), len(t)) > max_len:
             reasons.append("too_long")

@@ -19,6 +19,7 @@ from transformer.data.prepare import prepare_data
 
 N_LINES = 2000
 VOCAB = 600
+ARRAYS = ("src_tokens", "src_offsets", "tgt_tokens", "tgt_offsets")
 LONG = " ".join(["dog"] * 100)  # far more than max_len=64 tokens
 
 
@@ -103,19 +104,24 @@ def test_second_run_reuses_model_and_cache(corpus, tmp_path):
         f.write("Ein neuer Hund.\n")
     third = prepare_data(config, tmp_path / "run", log=None)
     assert len(third.train) == len(first.train) + 1
-    assert len(list((tmp_path / "run" / "cache").glob("train-*.npz"))) == 2
+    assert len(list((tmp_path / "run" / "cache").glob("train-*"))) == 2
 
 
 def test_a_cache_file_cut_short_is_encoded_again(corpus, tmp_path):
     config, _, _ = corpus
     first = prepare_data(config, tmp_path / "run", log=None)
-    (cached,) = (tmp_path / "run" / "cache").glob("train-*.npz")
-    cached.write_bytes(cached.read_bytes()[:100])  # what a full disk leaves
+    (cached,) = (tmp_path / "run" / "cache").glob("train-*")
+    expected = {name: np.array(getattr(first.train, name)) for name in ARRAYS}
+    del first  # its arrays map the files
+    tokens = cached / "src_tokens.bin"
+    cut = tokens.read_bytes()[:100]
+    tokens.unlink()  # a new file: the mapped one is never changed in place
+    tokens.write_bytes(cut)  # what a damaged disk leaves
     messages = []
     again = prepare_data(config, tmp_path / "run", log=messages.append)
     assert any("unreadable" in m and "encoding again" in m for m in messages)
-    for name in ("src_tokens", "src_offsets", "tgt_tokens", "tgt_offsets"):
-        np.testing.assert_array_equal(getattr(again.train, name), getattr(first.train, name))
+    for name in ARRAYS:
+        np.testing.assert_array_equal(getattr(again.train, name), expected[name])
 
 
 def test_either_direction(corpus, tmp_path):
@@ -151,6 +157,24 @@ def test_separate_vocabularies(corpus, tmp_path):
     assert prepared.train[0][1].tolist() == sp_tgt.encode(de[0])
 
 
+def test_a_changed_data_setting_trains_the_model_again(corpus, tmp_path):
+    config, en, de = corpus
+    prepare_data(config, tmp_path / "run", log=None)
+    messages = []
+    bigger = DataConfig(**{**config.__dict__, "vocab_size": VOCAB + 10})
+    prepared = prepare_data(bigger, tmp_path / "run", log=messages.append)
+    assert any("vocab_size" in m and "training again" in m for m in messages)
+    assert processor(tmp_path / "run" / "spm.model").get_piece_size() == VOCAB + 10
+    assert prepared.tokenizer.vocab_size == VOCAB + 10
+    other = write_corpus(tmp_path / "data", "other", en[:1500], de[:1500])
+    messages.clear()
+    moved = prepare_data(
+        DataConfig(**{**bigger.__dict__, "train": other}), tmp_path / "run", log=messages.append
+    )
+    assert any("train" in m and "training again" in m for m in messages)
+    assert len(moved.train) + moved.train_report.dropped == 1500
+
+
 def test_train_false_loads_model_only(corpus, tmp_path):
     config, _, _ = corpus
     with pytest.raises(FileNotFoundError, match="spm.model"):
@@ -164,8 +188,8 @@ def test_clear_errors(corpus, tmp_path):
     config, _, _ = corpus
     prepare_data(config, tmp_path / "run", log=None)
     bigger = DataConfig(**{**config.__dict__, "vocab_size": VOCAB + 1})
-    with pytest.raises(ValueError, match="vocabulary size"):
-        prepare_data(bigger, tmp_path / "run", log=None)
+    with pytest.raises(ValueError, match="vocabulary size"):  # evaluation cannot retrain
+        prepare_data(bigger, tmp_path / "run", train=False, log=None)
     tiny = DataConfig(**{**config.__dict__, "max_len": 1})
     with pytest.raises(ValueError, match="train data .* is empty after filtering"):
         prepare_data(tiny, tmp_path / "run", log=None)

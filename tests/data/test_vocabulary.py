@@ -1,27 +1,54 @@
-"""The run directory's SentencePiece model(s): trained once, then reused; clear errors otherwise.
+"""The run directory's SentencePiece model(s): trained once, reused while the settings match,
+trained again when one changed; clear errors otherwise.
 
-The reference is sentencepiece's own `SentencePieceProcessor` loading the saved files.
+References: sentencepiece's own `SentencePieceProcessor` loading the saved files, and
+SentencePiece trained on the sentences themselves (for the model trained on word counts).
 """
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pytest
 import sentencepiece as spm
 
 from transformer.data.config import DataConfig
-from transformer.data.corpus import ParallelText, read_lines
-from transformer.data.vocabulary import load_or_train_tokenizer, model_paths
+from transformer.data.corpus import read_lines
+from transformer.data.encoding import CollectedWords
+from transformer.data.tokenizer import Tokenizer
+from transformer.data.vocabulary import (
+    model_paths,
+    model_settings,
+    saved_tokenizer,
+    train_tokenizer,
+)
+from transformer.data.word_encoding import WordTable
 
 N_LINES = 1000
 VOCAB = 400
 
 
 @pytest.fixture(scope="module")
-def text(shared_data):
+def sides(shared_data):
     prefix = shared_data / "multi30k" / "train"
-    en = read_lines(prefix.with_suffix(".en"))[:N_LINES]
-    de = read_lines(prefix.with_suffix(".de"))[:N_LINES]
-    return ParallelText(en, de, "multi30k/train", "fingerprint")
+    return read_lines(prefix.with_suffix(".en"))[:N_LINES], read_lines(prefix.with_suffix(".de"))[
+        :N_LINES
+    ]
+
+
+def collected(sides) -> CollectedWords:
+    tables, counts = [], []
+    for sentences in sides:
+        table = WordTable(None, np.int32)
+        ids, _ = table.word_ids(sentences)
+        tables.append(table)
+        counts.append(table.counts(ids))
+    return CollectedWords(tables, counts, len(sides[0]))
+
+
+def no_reverse():
+    raise AssertionError("the other direction's fingerprint is not needed here")
 
 
 def test_model_paths(tmp_path):
@@ -33,39 +60,85 @@ def test_model_paths(tmp_path):
 
 
 @pytest.mark.parametrize("shared", [True, False])
-def test_trains_once_then_reuses(text, tmp_path, shared):
+def test_trains_once_then_reuses(sides, tmp_path, shared):
     config = DataConfig(vocab_size=VOCAB, shared_vocab=shared)
-    messages = []
-    trained = load_or_train_tokenizer(config, tmp_path, text, messages.append)
-    assert messages[-1].startswith("trained SentencePiece bpe model(s)")
+    settings = model_settings(config, "fp")
+    assert saved_tokenizer(config, tmp_path, settings, no_reverse, print) is None
+    trained = train_tokenizer(config, tmp_path, settings, "m30k", collected(sides))
     assert trained.shared == shared
     for path in model_paths(tmp_path, shared):
         processor = spm.SentencePieceProcessor()
         processor.Load(str(path))
         assert processor.get_piece_size() == VOCAB
-    reused = load_or_train_tokenizer(config, tmp_path, None, messages.append)
+    messages = []
+    reused = saved_tokenizer(config, tmp_path, settings, no_reverse, messages.append)
     assert messages[-1].startswith("reusing SentencePiece model")
     assert reused.src_model_bytes == trained.src_model_bytes
     assert reused.tgt_model_bytes == trained.tgt_model_bytes
+    assert json.loads((tmp_path / "spm.json").read_text()) == settings
 
 
-def test_clear_errors(text, tmp_path):
+def test_bpe_from_word_counts_is_the_model_of_the_sentences(sides, tmp_path):
     config = DataConfig(vocab_size=VOCAB)
-    with pytest.raises(FileNotFoundError, match="spm.model"):
-        load_or_train_tokenizer(config, tmp_path, None, print)
-    blank = ParallelText(["", " x"], ["y", "  "], "blank", "fingerprint")
-    with pytest.raises(ValueError, match="no non-empty sentence pairs"):
-        load_or_train_tokenizer(config, tmp_path, blank, print)
-    load_or_train_tokenizer(config, tmp_path, text, print)
+    ours = train_tokenizer(config, tmp_path, model_settings(config, "fp"), "x", collected(sides))
+    reference = spm.SentencePieceProcessor(
+        model_proto=Tokenizer.train(sides[0] + sides[1], VOCAB)  # SentencePiece on sentences
+    )
+    processor = spm.SentencePieceProcessor(model_proto=ours.src_model_bytes)
+    pieces = [(processor.id_to_piece(i), processor.get_score(i)) for i in range(VOCAB)]
+    assert pieces == [(reference.id_to_piece(i), reference.get_score(i)) for i in range(VOCAB)]
+    assert ours.word_level
+
+
+def test_a_changed_setting_trains_again_and_says_which(sides, tmp_path):
+    config = DataConfig(vocab_size=VOCAB)
+    train_tokenizer(config, tmp_path, model_settings(config, "fp"), "x", collected(sides))
+    for changed, settings in [
+        ("vocab_size", model_settings(DataConfig(vocab_size=VOCAB + 1), "fp")),
+        ("train", model_settings(DataConfig(vocab_size=VOCAB, train="other/train"), "fp")),
+        ("content", model_settings(config, "another fingerprint")),
+    ]:
+        messages = []
+        wanted = DataConfig(vocab_size=settings["vocab_size"])
+        assert saved_tokenizer(wanted, tmp_path, settings, no_reverse, messages.append) is None
+        assert changed in messages[-1] and "training again" in messages[-1]
+
+
+def test_a_joint_model_serves_the_other_direction_of_the_same_corpus(sides, tmp_path):
+    config = DataConfig(vocab_size=VOCAB)
+    train_tokenizer(config, tmp_path, model_settings(config, "en-de fp"), "x", collected(sides))
+    swapped = DataConfig(vocab_size=VOCAB, source_lang="de", target_lang="en")
+    settings = model_settings(swapped, "de-en fp")
+    assert saved_tokenizer(swapped, tmp_path, settings, lambda: "en-de fp", print) is not None
+    assert saved_tokenizer(swapped, tmp_path, settings, lambda: "changed", print) is None
+
+
+def test_clear_errors(sides, tmp_path):
+    config = DataConfig(vocab_size=VOCAB)
+    train_tokenizer(config, tmp_path, model_settings(config, "fp"), "x", collected(sides))
     bigger = DataConfig(vocab_size=VOCAB + 1)
-    with pytest.raises(ValueError, match="vocabulary size"):
-        load_or_train_tokenizer(bigger, tmp_path, text, print)
+    with pytest.raises(ValueError, match="vocabulary size"):  # evaluation: no settings to match
+        saved_tokenizer(bigger, tmp_path, None, no_reverse, print)
+    blank = collected(([""], ["  "]))
+    with pytest.raises(ValueError, match="no non-empty sentence pairs"):
+        train_tokenizer(config, tmp_path / "b", model_settings(config, "fp"), "blank", blank)
 
 
 def test_too_small_or_too_large_vocab_size_names_data_vocab_size(tmp_path):
     with pytest.raises(ValueError, match=r"data\.vocab_size \(3\) must be at least 5"):
         DataConfig(vocab_size=3)
-    small = ParallelText(["a man rides a bike"] * 20, ["ein mann fährt rad"] * 20, "tiny", "fp")
+    small = collected((["a man rides a bike"] * 20, ["ein mann fährt rad"] * 20))
     for size in (6, 5000):
+        config = DataConfig(vocab_size=size)
         with pytest.raises(ValueError, match=rf"data\.vocab_size \({size}\) does not fit"):
-            load_or_train_tokenizer(DataConfig(vocab_size=size), tmp_path, small, log=print)
+            train_tokenizer(config, tmp_path, model_settings(config, "fp"), "tiny", small)
+
+
+def test_unigram_trains_on_sentences(sides, tmp_path):
+    config = DataConfig(vocab_size=VOCAB, spm_model_type="unigram")
+    ours = train_tokenizer(
+        config, tmp_path, model_settings(config, "fp"), "x", sentences=lambda i: iter(sides[i])
+    )
+    reference = Tokenizer(Tokenizer.train(sides[0] + sides[1], VOCAB, "unigram"))
+    assert ours.src_model_bytes == reference.src_model_bytes
+    assert not ours.word_level

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 
@@ -42,6 +43,6 @@ def test_without_build_nothing_is_made(tmp_path, tiny_run):
     assert not any(tmp_path.glob("spm*"))
     prepare_data(config.data, tmp_path, log=None)
     (cache,) = [p for p in (tmp_path / "cache").iterdir() if p.name.startswith("train")]
-    cache.unlink()  # the model is there, the train split's token ids are not
+    shutil.rmtree(cache)  # the model is there, the train split's token ids are not
     with pytest.raises(DataNotPrepared, match="train data not prepared yet"):
         prepare_data(config.data, tmp_path, build=False)

@@ -19,7 +19,7 @@ from transformer.cpu import onednn
 from transformer.cpu.onednn import OneDNNLinear
 from transformer.data.batching import BatchIterator
 from transformer.data.corpus import ParallelText
-from transformer.data.dataset import encode_corpus
+from transformer.data.encoding import encode_corpus
 from transformer.data.prepare import PreparedData
 from transformer.decode.config import DecodeConfig
 from transformer.decode.greedy import greedy_search
@@ -41,7 +41,7 @@ CPU = torch.device("cpu")
 def pairs(synthetic_sentences, synthetic_tokenizer):
     """Twelve synthetic pairs: the raw text and its encoded dataset."""
     src, ref = synthetic_sentences(12, seed=30), synthetic_sentences(12, seed=31)
-    data, _ = encode_corpus(ParallelText(src, ref, "valid", "fingerprint"), synthetic_tokenizer)
+    data = encode_corpus(ParallelText(src, ref, "valid", "fingerprint"), synthetic_tokenizer)
     return src, ref, data
 
 

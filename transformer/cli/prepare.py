@@ -5,7 +5,9 @@ Usage:
 
 Reads the corpora of the config's `data:` section, trains (or reuses) the SentencePiece model
 in `train.output_dir`, encodes, filters and caches the token ids there: the work
-`transformer-train` otherwise does at its start. Run it before a torchrun job, as
+`transformer-train` otherwise does at its start. A progress bar per stage (on a terminal) and
+a summary: pairs kept and dropped by reason, tokens, and the time and peak memory of each
+stage (`--json FILE` writes the same figures as JSON). Run it before a torchrun job, as
 `scripts/reproduce_wmt14.sh` does: then no process of the job waits on a long preparation,
 and a data problem shows up before any GPU is taken. `transformer-train` reuses what it finds
 (the cache is keyed by the corpus files and the SentencePiece model).
@@ -18,10 +20,15 @@ filtering, 130 after Ctrl-C (files being written are left as they were).
 from __future__ import annotations
 
 import argparse
-import resource
+import dataclasses
+import json
 import sys
 import time
+from pathlib import Path
 
+import numpy as np
+
+from transformer.atomic import atomic_write_text
 from transformer.cli.common import UsageError, file_name, run
 from transformer.config import load_config
 from transformer.data.prepare import prepare_data
@@ -45,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="dotted overrides of config keys, e.g. data.vocab_size=32000 (the same as for "
         "transformer-train, so that it finds what this prepares)",
     )
+    parser.add_argument(
+        "--json", type=file_name, metavar="FILE", help="also write the summary to FILE as JSON"
+    )
     # Overrides may come before, between or after the options (`--no-resume` last).
     parser.parse_args = parser.parse_intermixed_args
     return parser
@@ -61,20 +71,49 @@ def _prepare(args: argparse.Namespace) -> None:
         config = load_config(args.config, args.overrides)
     except (FileNotFoundError, ValueError) as error:
         raise UsageError(str(error)) from None
+    if args.json and not Path(args.json).resolve().parent.is_dir():
+        raise UsageError(f"--json {args.json}: directory {Path(args.json).parent} does not exist")
     run_dir = RunDirectory(config.train.output_dir)
     run_dir.create()
     start = time.perf_counter()
     prepared = prepare_data(config.data, run_dir.path, train=True, log=print)
-    seconds = time.perf_counter() - start
-    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-    splits = [f"train {len(prepared.train):,} pairs"]
-    if prepared.valid is not None:
-        splits.append(f"valid {len(prepared.valid):,} pairs")
+    summary = _summary(prepared, time.perf_counter() - start)
+    print(f"prepared the data in {run_dir.path} in {summary['seconds']:.1f} s:")
+    for name, split in summary["splits"].items():
+        print(
+            f"  {name}: {split['kept']:,} of {split['pairs']:,} pairs kept, "
+            f"{split['src_tokens']:,} + {split['tgt_tokens']:,} tokens; {split['report']}"
+        )
+    for stage in prepared.stages:
+        print(f"  {stage}")
     print(
-        f"prepared {', '.join(splits)} in {run_dir.path} in {seconds:.1f} s "
-        f"(peak memory {peak_mib:,.0f} MiB); train with: transformer-train --config "
-        f"{args.config} {' '.join(args.overrides)}".rstrip()
+        f"train with: transformer-train --config {args.config} {' '.join(args.overrides)}".rstrip()
     )
+    if args.json:
+        atomic_write_text(args.json, json.dumps(summary, indent=1) + "\n")
+
+
+def _summary(prepared, seconds: float) -> dict:
+    """The figures of the summary: splits, stages, seconds, peak memory."""
+    splits = {}
+    for name, data, report in (
+        ("train", prepared.train, prepared.train_report),
+        ("valid", prepared.valid, prepared.valid_report),
+    ):
+        if data is not None:
+            splits[name] = {
+                "pairs": report.total,
+                "kept": len(data),
+                "empty": report.empty,
+                "too_long": report.too_long,
+                "bad_ratio": report.bad_ratio,
+                "src_tokens": int(data.src_lengths.sum(dtype=np.int64)),
+                "tgt_tokens": int(data.tgt_lengths.sum(dtype=np.int64)),
+                "report": str(report),
+            }
+    stages = [dataclasses.asdict(stage) for stage in prepared.stages]
+    peak = max([stage["peak_mib"] for stage in stages], default=0.0)
+    return {"seconds": seconds, "peak_mib": peak, "splits": splits, "stages": stages}
 
 
 if __name__ == "__main__":

@@ -124,9 +124,10 @@ class BatchIterator:
         self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
         self.seed, self.rank, self.world_size, self.shuffle = seed, rank, world_size, shuffle
         self.pad_to_multiple = pad_to_multiple
-        self._src_len = dataset.src_lengths
-        self._tgt_len = dataset.tgt_lengths + 1  # + bos (tgt_in) or + eos (tgt_out)
-        longest = self._padded(int(max(self._src_len.max(), self._tgt_len.max())))
+        # The dataset's own arrays (shared memory maps for a cached corpus), not copies:
+        # the target side counts one more token, bos (tgt_in) or eos (tgt_out).
+        self._src_len, self._tgt_len = dataset.src_lengths, dataset.tgt_lengths
+        longest = self._padded(int(max(self._src_len.max(), self._tgt_len.max() + 1)))
         if longest > max_tokens:
             padded = f", padded to a multiple of {pad_to_multiple}" if pad_to_multiple > 1 else ""
             raise ValueError(
@@ -148,7 +149,8 @@ class BatchIterator:
             return self._cached_batches
         rng = np.random.default_rng([self.seed, epoch])
         order = rng.permutation(len(self.dataset)) if self.shuffle else np.arange(len(self.dataset))
-        src_len, tgt_len = self._src_len[order], self._tgt_len[order]
+        src_len = self._src_len[order].astype(np.int64)
+        tgt_len = self._tgt_len[order].astype(np.int64) + 1  # + bos or eos
         # Group by length: primary key the longer side, then source, then target (stable).
         by_length = np.lexsort((tgt_len, src_len, np.maximum(src_len, tgt_len)))
         order, src_len, tgt_len = order[by_length], src_len[by_length], tgt_len[by_length]
@@ -156,8 +158,12 @@ class BatchIterator:
         if self.shuffle:
             batches = [batches[i] for i in rng.permutation(len(batches))]
         usable = len(batches) // self.world_size * self.world_size
+        mine = batches[self.rank : usable : self.world_size]
+        # Keep this rank's indices only, not views into the whole epoch's order.
+        flat = np.concatenate(mine) if mine else np.zeros(0, dtype=np.int64)
+        bounds = np.cumsum([0] + [len(batch) for batch in mine]).tolist()
         self._cached_epoch = epoch
-        self._cached_batches = batches[self.rank : usable : self.world_size]
+        self._cached_batches = [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
         return self._cached_batches
 
     def __len__(self) -> int:
@@ -170,7 +176,8 @@ class BatchIterator:
 
     def collate(self, indices: np.ndarray) -> Batch:
         """Pad the pairs at `indices` into a `Batch`."""
-        src_len, tgt_len = self._src_len[indices], self._tgt_len[indices]
+        src_len = self._src_len[indices].astype(np.int64)
+        tgt_len = self._tgt_len[indices].astype(np.int64) + 1  # + bos or eos
         S, T = self._padded(int(src_len.max())), self._padded(int(tgt_len.max()))
         src = np.full((len(indices), S), self.pad_id, dtype=np.int64)
         tgt_in = np.full((len(indices), T), self.pad_id, dtype=np.int64)

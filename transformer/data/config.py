@@ -18,7 +18,7 @@ class DataConfig:
     `train`, `valid` and `test` are either a local path prefix (`multi30k/train` reads
     `multi30k/train.en` and `multi30k/train.de`; relative paths are resolved against
     $TRANSFORMER_DATA_DIR when set, else the current directory) or a Hugging Face `datasets`
-    spec `hf:NAME:CONFIG:SPLIT` (e.g. `hf:wmt14:de-en:train`; CONFIG may be empty). Swap
+    spec `hf:NAME:CONFIG:SPLIT` (e.g. `hf:wmt/wmt14:de-en:train`; CONFIG may be empty). Swap
     `source_lang` and `target_lang` for the other direction. `valid`/`test` may be null.
 
     Args:

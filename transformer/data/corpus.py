@@ -5,10 +5,12 @@ A corpus spec is either
   and `multi30k/train.de` (UTF-8, one sentence per line, line i of one file translates line i
   of the other). A relative prefix is resolved against $TRANSFORMER_DATA_DIR when it is set,
   else against the current directory;
-- `hf:NAME:CONFIG:SPLIT`, e.g. `hf:wmt14:de-en:train` or `hf:bentrevett/multi30k::train`
-  (empty CONFIG = the dataset's default). Rows must carry a `translation` dict keyed by
-  language code (wmt14 style) or one column per language code. Loading, caching and
-  streaming are the `datasets` library's own.
+- `hf:NAME:CONFIG:SPLIT`, e.g. `hf:wmt/wmt14:de-en:train` or `hf:bentrevett/multi30k::train`
+  (empty CONFIG = the dataset's default), or a local dataset folder
+  (`transformer.data.hf_corpus`).
+
+`read_parallel` returns a whole split (validation sets); `iter_parallel` yields a training
+corpus in chunks of pairs, so that 4.5M pairs are never one list of 9M strings.
 
 Either direction comes from the same files: swap `source_lang` and `target_lang`.
 """
@@ -16,11 +18,13 @@ Either direction comes from the same files: swap `source_lang` and `target_lang`
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-HF_PREFIX = "hf:"
+from transformer.data.hf_corpus import HF_PREFIX, hf_fingerprint, iter_hf, load_hf
 
 
 @dataclass
@@ -69,21 +73,26 @@ def read_lines(path: str | Path) -> list[str]:
     return decode_lines(path.read_bytes(), str(path))
 
 
-def decode_lines(data: bytes, name: str) -> list[str]:
+def decode_lines(data: bytes, name: str, first_line: int = 1) -> list[str]:
     """The lines of UTF-8 `data` (see `read_lines`; a leading byte-order mark is dropped).
 
+    Args:
+        data: Whole lines of a file (or the whole file).
+        name: How messages name the file ("<stdin>", a path).
+        first_line: The 1-based number of the first line of `data` in its file.
+
     Raises:
-        ValueError: on invalid UTF-8, naming `name` (a file, or "<stdin>") and the line.
+        ValueError: on invalid UTF-8, naming `name` and the line.
     """
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
+        line = data.count(b"\n", 0, error.start) + first_line
         column = error.start - (data.rfind(b"\n", 0, error.start) + 1)
         raise ValueError(
             f"{name}: line {line} is not valid UTF-8 ({error.reason} at byte {column} of the line)"
         ) from error
-    if text.startswith("\ufeff"):
+    if first_line == 1 and text.startswith("\ufeff"):
         text = text[1:]
     return split_lines(text)
 
@@ -152,74 +161,20 @@ def _relative_hint() -> str:
     )
 
 
-def parse_hf_spec(spec: str) -> tuple[str, str | None, str]:
-    """Split `hf:NAME:CONFIG:SPLIT` into (name, config or None, split).
-
-    Raises:
-        ValueError: when the spec does not have exactly four ':'-separated parts.
-    """
-    parts = spec[len(HF_PREFIX) :].split(":") if spec.startswith(HF_PREFIX) else []
-    if len(parts) != 3 or not parts[0] or not parts[2]:
-        raise ValueError(
-            f"datasets spec {spec!r} must look like hf:NAME:CONFIG:SPLIT, "
-            "e.g. hf:wmt14:de-en:train (CONFIG may be empty: hf:bentrevett/multi30k::train)"
-        )
-    name, config, split = parts
-    return name, config or None, split
-
-
-def _load_hf(spec: str, source_lang: str, target_lang: str):
-    """`datasets.load_dataset` for an `hf:` spec, with one clear error when it fails."""
-    name, config, split = parse_hf_spec(spec)
-    import datasets  # heavy import, only needed for hub corpora
-
-    try:
-        return datasets.load_dataset(name, config, split=split)
-    except Exception as error:  # the hub raises many types (ConnectionError, OSError, ...)
-        raise ValueError(
-            f"could not load Hugging Face dataset {name!r} (config {config!r}, split "
-            f"{split!r}) for {spec!r}: {type(error).__name__}: {error}. Without network "
-            "access, use local files instead: write one sentence per line to PREFIX."
-            f"{source_lang} and PREFIX.{target_lang} and set the corpus to PREFIX "
-            "(relative to TRANSFORMER_DATA_DIR), e.g. data.train=multi30k/train"
-        ) from error
-
-
-def _hf_fingerprint(table, spec: str, source_lang: str, target_lang: str) -> str:
-    """Cache key of a `datasets` split: its own fingerprint plus the direction."""
-    key = f"{spec}|{getattr(table, '_fingerprint', '')}|{source_lang}|{target_lang}"
-    return hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
-
-
 def read_hf(spec: str, source_lang: str, target_lang: str) -> ParallelText:
-    """Load a Hugging Face `datasets` split as sentence pairs.
+    """Load a Hugging Face `datasets` split as sentence pairs (`transformer.data.hf_corpus`).
 
     Raises:
         ValueError: when the dataset cannot be loaded (offline, unknown name/config/split):
             the message names the dataset and how to use local files instead; or when rows
             carry neither a `translation` dict nor columns for both languages.
     """
-    table = _load_hf(spec, source_lang, target_lang)
-    columns = table.column_names
-    if "translation" in columns:
-        src, tgt = [], []
-        for rows in table.iter(batch_size=10_000):
-            for pair in rows["translation"]:
-                if source_lang not in pair or target_lang not in pair:
-                    raise ValueError(
-                        f"{spec}: translation dict has languages {sorted(pair)}, "
-                        f"not {source_lang!r} and {target_lang!r}"
-                    )
-                src.append(pair[source_lang])
-                tgt.append(pair[target_lang])
-    elif source_lang in columns and target_lang in columns:
-        src, tgt = list(table[source_lang]), list(table[target_lang])
-    else:
-        raise ValueError(
-            f"{spec}: rows have columns {columns}; expected a 'translation' dict or "
-            f"columns {source_lang!r} and {target_lang!r}"
-        )
-    return ParallelText(src, tgt, spec, _hf_fingerprint(table, spec, source_lang, target_lang))
+    table = load_hf(spec, source_lang, target_lang)
+    src, tgt = [], []
+    for src_part, tgt_part in iter_hf(table, spec, source_lang, target_lang, 10_000):
+        src += src_part
+        tgt += tgt_part
+    return ParallelText(src, tgt, spec, hf_fingerprint(table, spec, source_lang, target_lang))
 
 
 def corpus_fingerprint(spec: str, source_lang: str, target_lang: str) -> str:
@@ -229,9 +184,63 @@ def corpus_fingerprint(spec: str, source_lang: str, target_lang: str) -> str:
         FileNotFoundError, ValueError: as `read_parallel`.
     """
     if spec.startswith(HF_PREFIX):
-        table = _load_hf(spec, source_lang, target_lang)
-        return _hf_fingerprint(table, spec, source_lang, target_lang)
+        table = load_hf(spec, source_lang, target_lang)
+        return hf_fingerprint(table, spec, source_lang, target_lang)
     return _file_digest(list(local_paths(spec, source_lang, target_lang)))
+
+
+def corpus_size(spec: str, source_lang: str, target_lang: str) -> int:
+    """Number of pairs of a corpus (lines of its source file, rows of a dataset), without
+    decoding it: the total of a progress bar, the sampling rate of the vocabulary's sample.
+
+    Raises:
+        FileNotFoundError, ValueError: as `read_parallel`.
+    """
+    if spec.startswith(HF_PREFIX):
+        return len(load_hf(spec, source_lang, target_lang))
+    count, last = 0, b"\n"
+    with open(local_paths(spec, source_lang, target_lang)[0], "rb") as file:
+        while block := file.read(1 << 24):
+            count += block.count(b"\n")
+            last = block[-1:]
+    return count + (last != b"\n")
+
+
+def iter_parallel(
+    spec: str, source_lang: str, target_lang: str, chunk_pairs: int = 100_000
+) -> Iterator[tuple[list[str], list[str]]]:
+    """A corpus in chunks of at most `chunk_pairs` pairs, in order (see `read_parallel`).
+
+    Yields:
+        (source sentences, target sentences), aligned, `chunk_pairs` long except the last.
+
+    Raises:
+        FileNotFoundError, ValueError: as `read_parallel` (a misaligned local pair of files
+            is found when the shorter one ends).
+    """
+    if spec.startswith(HF_PREFIX):
+        table = load_hf(spec, source_lang, target_lang)
+        yield from iter_hf(table, spec, source_lang, target_lang, chunk_pairs)
+        return
+    src_path, tgt_path = local_paths(spec, source_lang, target_lang)
+    with open(src_path, "rb") as src_file, open(tgt_path, "rb") as tgt_file:
+        first = 1
+        while True:
+            src_raw = list(itertools.islice(src_file, chunk_pairs))
+            tgt_raw = list(itertools.islice(tgt_file, chunk_pairs))
+            if len(src_raw) != len(tgt_raw):
+                src_n = first - 1 + len(src_raw) + sum(1 for _ in src_file)
+                tgt_n = first - 1 + len(tgt_raw) + sum(1 for _ in tgt_file)
+                raise ValueError(
+                    f"parallel files are misaligned: {src_path} has {src_n} lines but "
+                    f"{tgt_path} has {tgt_n} lines"
+                )
+            if not src_raw:
+                return
+            src = decode_lines(b"".join(src_raw), str(src_path), first)
+            tgt = decode_lines(b"".join(tgt_raw), str(tgt_path), first)
+            yield src, tgt
+            first += len(src_raw)
 
 
 def read_parallel(spec: str, source_lang: str, target_lang: str) -> ParallelText:

@@ -13,40 +13,31 @@ Example:
     >>> batch.src.shape, batch.tgt_in.shape  # (B, S), (B, T)
 
 Steps (section 5.1 of the paper, with SentencePiece in place of the authors' BPE tool):
-1. read the corpora (`transformer.data.corpus`), either direction of the same files;
-2. train one joint SentencePiece model on both sides of the training data, or reuse the one
-   already in `output_dir` (`transformer.data.vocabulary`);
-3. encode every sentence once (`transformer.data.dataset.encode_corpus`) and cache the ids as
-   flat numpy arrays with offsets, keyed by a hash of the input files and the model bytes
-   (`transformer.data.token_cache`);
-4. drop empty/whitespace pairs (from both sides), pairs with a side longer than `max_len`
-   tokens, and optionally pairs whose length ratio exceeds `max_len_ratio`; every drop is
-   counted and reported (`transformer.data.dataset.filter_pairs`).
+1. check that every corpus can be read (an unreachable dataset fails here, before any work);
+2. reuse the run directory's SentencePiece model when its settings match, else count the
+   training corpus's words (one pass, in chunks) and train one joint model on both sides
+   (`transformer.data.vocabulary`);
+3. encode every sentence once, chunk by chunk (`transformer.data.encoding`), into a cache
+   entry of flat arrays keyed by the corpus and the model (`transformer.data.token_cache`);
+4. drop empty pairs, pairs with a side longer than `max_len` tokens and optionally pairs whose
+   length ratio exceeds `max_len_ratio`, counting every drop (`dataset.filter_pairs`); the
+   kept rows are cached too, so that every process of a job opens the same memory-mapped
+   files and none holds a copy of its own.
 """
 
 from __future__ import annotations
 
-import time
-import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from transformer.data.config import DataConfig
-from transformer.data.corpus import ParallelText, corpus_fingerprint, read_parallel
-from transformer.data.dataset import DropReport, ParallelDataset, encode_corpus, filter_pairs
-from transformer.data.token_cache import cache_path, load_arrays, save_arrays
+from transformer.data.corpus import corpus_fingerprint, read_parallel
+from transformer.data.dataset import DropReport, ParallelDataset
+from transformer.data.preparation import DataNotPrepared, Preparation
+from transformer.data.stages import StageRecord
 from transformer.data.tokenizer import Tokenizer
-from transformer.data.vocabulary import load_or_train_tokenizer, model_paths
-
-# The arrays of an encoded corpus in its cache file, besides "blank" (empty-side pairs).
-_CACHED = ("src_tokens", "src_offsets", "tgt_tokens", "tgt_offsets")
-
-
-class DataNotPrepared(FileNotFoundError):
-    """`prepare_data(build=False)` found no SentencePiece model or cache file (yet)."""
+from transformer.data.vocabulary import model_paths, model_settings, saved_tokenizer
 
 
 @dataclass
@@ -59,6 +50,7 @@ class PreparedData:
         valid: Filtered validation pairs, or None when `config.valid` is empty.
         valid_src_text, valid_ref_text: All raw validation sentences (unfiltered, for BLEU).
         train_report, valid_report: Drop counts (None where there is no such split).
+        stages: Time and peak memory of each stage that ran.
     """
 
     tokenizer: Tokenizer
@@ -68,58 +60,7 @@ class PreparedData:
     valid_ref_text: list[str]
     train_report: DropReport | None = None
     valid_report: DropReport | None = None
-
-
-def _encoded(
-    split: str,
-    text_or_spec,
-    config: DataConfig,
-    tokenizer: Tokenizer,
-    cache_dir: Path,
-    log,
-    build: bool = True,
-):
-    """Encoded (unfiltered) split, from the cache when its key matches (only from the cache,
-    or `DataNotPrepared`, without `build`)."""
-    if isinstance(text_or_spec, ParallelText):
-        text, fingerprint = text_or_spec, text_or_spec.fingerprint
-    else:
-        text, fingerprint = (
-            None,
-            corpus_fingerprint(text_or_spec, config.source_lang, config.target_lang),
-        )
-    models = (tokenizer.src_model_bytes, tokenizer.tgt_model_bytes)
-    path = cache_path(cache_dir, split, fingerprint, models)
-    if path.is_file():
-        try:
-            arrays = load_arrays(path)
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as error:
-            # A file cut short (a crash before atomic writes, a full disk): encode again.
-            log(f"{split}: cached token ids {path} unreadable ({error}); encoding again")
-        else:
-            log(f"{split}: loaded cached token ids {path}")
-            lines = np.arange(len(arrays["blank"]), dtype=np.int64)
-            return ParallelDataset(*(arrays[name] for name in _CACHED), lines), arrays["blank"]
-    if not build:
-        raise DataNotPrepared(f"{split} data not prepared yet: no {path}")
-    if text is None:
-        text = read_parallel(text_or_spec, config.source_lang, config.target_lang)
-    start = time.perf_counter()
-    data, blank = encode_corpus(text, tokenizer)
-    save_arrays(path, {**{name: getattr(data, name) for name in _CACHED}, "blank": blank})
-    log(f"{split}: encoded {len(text)} pairs in {time.perf_counter() - start:.1f} s -> {path}")
-    return data, blank
-
-
-def _filtered(split: str, spec: str, data, blank, config: DataConfig, log):
-    kept, report = filter_pairs(data, blank, config.max_len, config.max_len_ratio)
-    log(f"{split}: {report}")
-    if len(kept) == 0:
-        raise ValueError(
-            f"{split} data {spec!r} is empty after filtering ({report}); check the files, "
-            "or raise data.max_len / data.max_len_ratio"
-        )
-    return kept, report
+    stages: list[StageRecord] = field(default_factory=list)
 
 
 def prepare_data(
@@ -135,9 +76,10 @@ def prepare_data(
         config: The `data:` section.
         output_dir: Run directory; holds the SentencePiece model(s) and, unless
             `config.cache_dir` is set, the `cache/` of encoded corpora.
-        train: Also prepare the training split (and train the SentencePiece model when it is
-            not in `output_dir`); False only loads the model and the validation split.
-        log: Receives one-line progress and drop reports; None silences them.
+        train: Also prepare the training split (and train the SentencePiece model when the
+            run directory has none for these settings); False only loads the model and the
+            validation split.
+        log: Receives one-line progress, stage and drop reports; None silences them.
         build: False uses only what is already in `output_dir` (the SentencePiece model and
             the cached token ids) and raises `DataNotPrepared` when something is missing:
             how the other processes of a torchrun job load what rank 0 prepared.
@@ -147,33 +89,42 @@ def prepare_data(
 
     Raises:
         FileNotFoundError: missing corpus file, or no model in `output_dir` with train=False.
-        DataNotPrepared: with build=False, a model or cache file that is not there (yet).
-        ValueError: unreadable/misaligned corpus, a model whose size differs from the
-            config, or a split that is empty after filtering.
+        DataNotPrepared: with build=False, a model or cache entry that is not there (yet).
+        ValueError: unreadable/misaligned corpus, an unreachable dataset, a model whose size
+            differs from the config (train=False), or a split empty after filtering.
     """
     log = log or (lambda message: None)
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    cache_dir = Path(config.cache_dir) if config.cache_dir else output_dir / "cache"
-    train_text = None
-    if not all(p.is_file() for p in model_paths(output_dir, config.shared_vocab)):
+    job = Preparation(config, output_dir, log, build)
+    src, tgt = config.source_lang, config.target_lang
+    # Every corpus is checked before anything is trained or encoded.
+    fingerprint = corpus_fingerprint(config.train, src, tgt) if train else None
+    valid_text = read_parallel(config.valid, src, tgt) if config.valid else None
+    settings = model_settings(config, fingerprint) if train else None
+    reverse = lambda: corpus_fingerprint(config.train, tgt, src)  # noqa: E731
+    tokenizer = saved_tokenizer(config, output_dir, settings, reverse, log)
+    if tokenizer is None:
         if not build:
             raise DataNotPrepared(f"no SentencePiece model in {output_dir} yet")
+        if not train:
+            missing = model_paths(output_dir, config.shared_vocab)[0]
+            raise FileNotFoundError(
+                f"SentencePiece model not found: {missing}; run prepare_data(train=True) "
+                "(training) in this output directory first"
+            )
+        tokenizer = job.train_vocabulary(settings)
+    result = PreparedData(tokenizer, None, None, [], [], stages=job.stages.records)
+    try:
         if train:
-            train_text = read_parallel(config.train, config.source_lang, config.target_lang)
-    tokenizer = load_or_train_tokenizer(config, output_dir, train_text, log)
-    result = PreparedData(tokenizer, None, None, [], [])
-    if train:
-        source = train_text if train_text is not None else config.train
-        data, blank = _encoded("train", source, config, tokenizer, cache_dir, log, build)
-        result.train, result.train_report = _filtered(
-            "train", config.train, data, blank, config, log
-        )
-    if config.valid:
-        text = read_parallel(config.valid, config.source_lang, config.target_lang)
-        result.valid_src_text, result.valid_ref_text = text.src, text.tgt
-        data, blank = _encoded("valid", text, config, tokenizer, cache_dir, log, build)
-        result.valid, result.valid_report = _filtered(
-            "valid", config.valid, data, blank, config, log
-        )
+            result.train, result.train_report = job.split(
+                "train", config.train, fingerprint, tokenizer
+            )
+        if valid_text is not None:
+            result.valid_src_text, result.valid_ref_text = valid_text.src, valid_text.tgt
+            result.valid, result.valid_report = job.split(
+                "valid", config.valid, valid_text.fingerprint, tokenizer, valid_text
+            )
+    finally:
+        job.drop_scratch()
     return result

@@ -1,21 +1,32 @@
-"""The SentencePiece model(s) of a run directory: reused when present, else trained and saved.
+"""The SentencePiece model(s) of a run directory: reused while the data settings match, else
+trained again (section 5.1 of the paper: one shared source-target vocabulary).
 
 A run keeps its vocabulary next to its checkpoints: `spm.model` (one joint model for both
-sides, as in section 5.1 of the paper) or `spm.src.model` + `spm.tgt.model` when
-`data.shared_vocab` is false. A second job in the same directory (a resumed run, another
-process of a distributed run, evaluation) loads these files rather than training again.
+sides) or `spm.src.model` + `spm.tgt.model` when `data.shared_vocab` is false, and `spm.json`,
+the settings it was trained with (the training corpus's fingerprint and every `data.*` key
+the model depends on). A later job in the same directory (a resumed run, another process of a
+distributed run, evaluation) loads the model while those settings are unchanged, and trains a
+new one when one of them changed (another `data.train`, `data.vocab_size`, ...), saying which.
+A checkpoint keeps the model it was trained with, so resuming with a new one is refused there.
+
+A BPE model is trained on the corpus's word counts (`Tokenizer.train_from_word_counts`,
+`transformer.data.encoding.collect_words`); a unigram model on its sentences.
 """
 
 from __future__ import annotations
 
-import itertools
-import time
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from transformer.atomic import atomic_write_text
 from transformer.data.config import DataConfig
-from transformer.data.corpus import ParallelText
+from transformer.data.encoding import CollectedWords
 from transformer.data.tokenizer import Tokenizer
+from transformer.data.word_encoding import word_counts
+
+SETTINGS_FILE = "spm.json"
+_KEYS = ("vocab_size", "spm_model_type", "spm_input_sentence_size", "spm_character_coverage")
 
 
 def model_paths(output_dir: Path, shared: bool) -> list[Path]:
@@ -25,76 +36,148 @@ def model_paths(output_dir: Path, shared: bool) -> list[Path]:
     return [output_dir / "spm.src.model", output_dir / "spm.tgt.model"]
 
 
-def load_or_train_tokenizer(
+def model_settings(config: DataConfig, fingerprint: str) -> dict:
+    """What a run's model depends on: the training corpus (its fingerprint, in the direction
+    of `config`), the languages, sharing, and the `data.spm_*` / `vocab_size` keys."""
+    return {
+        "train": config.train,
+        "fingerprint": fingerprint,
+        "languages": [config.source_lang, config.target_lang],
+        "shared_vocab": config.shared_vocab,
+        **{key: getattr(config, key) for key in _KEYS},
+    }
+
+
+def _changes(saved: dict, wanted: dict, reversed_fingerprint: Callable[[], str]) -> list[str]:
+    """The settings that differ (a joint model serves both directions of the same corpus)."""
+    changed = [
+        k for k in wanted if k not in ("fingerprint", "languages") and saved.get(k) != wanted[k]
+    ]
+    same_direction = saved.get("languages") == wanted["languages"]
+    if same_direction:
+        if saved.get("fingerprint") != wanted["fingerprint"]:
+            changed.append("the training corpus's content")
+    elif not wanted["shared_vocab"] or saved.get("languages") != wanted["languages"][::-1]:
+        changed.append("languages")
+    elif saved.get("fingerprint") != reversed_fingerprint():
+        changed.append("the training corpus's content")
+    return changed
+
+
+def saved_tokenizer(
     config: DataConfig,
     output_dir: Path,
-    train_text: ParallelText | None,
+    settings: dict | None,
+    reversed_fingerprint: Callable[[], str],
     log: Callable[[str], None],
-) -> Tokenizer:
-    """Load the SentencePiece model(s) from `output_dir`, or train them on `train_text` and save.
+) -> Tokenizer | None:
+    """The run directory's model when it was trained with `settings`, else None.
 
     Args:
-        config: The `data:` section (vocabulary size, model type, sharing, sampling).
+        config: The `data:` section.
         output_dir: The run directory.
-        train_text: The training corpus; None when the model(s) must already exist.
-        log: Receives one-line progress messages.
-
-    Returns:
-        The run's `Tokenizer`.
+        settings: `model_settings` of this job; None loads the model whatever it was
+            trained with (evaluation, which has no training corpus to compare).
+        reversed_fingerprint: The corpus fingerprint in the other direction (computed only
+            when the saved model was trained for it).
+        log: Receives one line saying what was reused or why it was not.
 
     Raises:
-        FileNotFoundError: no model in `output_dir` and no `train_text` to train one on.
-        ValueError: a saved model whose vocabulary size differs from `config.vocab_size`,
-            training text without a single non-empty pair, or SentencePiece refusing
-            `data.vocab_size` (too small for the text's characters, or too large for the text).
+        ValueError: with `settings=None`, a model whose size differs from `data.vocab_size`.
     """
     paths = model_paths(output_dir, config.shared_vocab)
-    if all(path.is_file() for path in paths):
-        tokenizer = Tokenizer.from_file(*paths)
-        sizes = {tokenizer.src_vocab_size, tokenizer.tgt_vocab_size}
+    if not all(path.is_file() for path in paths):
+        return None
+    tokenizer = Tokenizer.from_file(*paths)
+    sizes = {tokenizer.src_vocab_size, tokenizer.tgt_vocab_size}
+    saved_path = output_dir / SETTINGS_FILE
+    if settings is None:
         if sizes != {config.vocab_size}:
             raise ValueError(
                 f"{paths[0]} has vocabulary size {sorted(sizes)} but data.vocab_size is "
                 f"{config.vocab_size}; delete the model or use another output directory"
             )
-        log(f"reusing SentencePiece model {', '.join(map(str, paths))}")
         return tokenizer
-    if train_text is None:
-        raise FileNotFoundError(
-            f"SentencePiece model not found: {paths[0]}; run prepare_data(train=True) "
-            "(training) in this output directory first"
-        )
-    pairs = zip(train_text.src, train_text.tgt, strict=True)
-    if not any(s.strip() and t.strip() for s, t in pairs):
-        raise ValueError(
-            f"training data {train_text.name!r} has no non-empty sentence pairs "
-            f"({len(train_text)} lines); nothing to train SentencePiece on"
-        )
-    start = time.perf_counter()
+    if saved_path.is_file():
+        try:
+            saved = json.loads(saved_path.read_text(encoding="utf-8"))
+        except ValueError:
+            saved = {}
+        changed = _changes(saved, settings, reversed_fingerprint)
+    else:  # a run directory from before spm.json: only the size can be compared
+        changed = [] if sizes == {config.vocab_size} else ["vocab_size"]
+    if changed:
+        log(f"{paths[0]} was trained with other settings ({', '.join(changed)}); training again")
+        return None
+    log(f"reusing SentencePiece model {', '.join(map(str, paths))}")
+    return tokenizer
+
+
+def train_tokenizer(
+    config: DataConfig,
+    output_dir: Path,
+    settings: dict,
+    name: str,
+    collected: CollectedWords | None = None,
+    sentences: Callable[[int], Iterable[str]] | None = None,
+) -> Tokenizer:
+    """Train the run's model(s) and save them with their `spm.json`.
+
+    Args:
+        config: The `data:` section.
+        output_dir: The run directory.
+        settings: `model_settings` of this job (saved as `spm.json`).
+        name: The training corpus, for messages.
+        collected: Word counts per side (BPE).
+        sentences: `sentences(side)` iterates one side's sentences, 0 = source, 1 = target
+            (unigram).
+
+    Raises:
+        ValueError: no non-empty sentence to learn from, or SentencePiece refusing
+            `data.vocab_size` (too small for the text's characters, or too large for it).
+    """
     options = dict(
         vocab_size=config.vocab_size,
         model_type=config.spm_model_type,
-        input_sentence_size=config.spm_input_sentence_size,
         character_coverage=config.spm_character_coverage,
     )
-    try:
-        if config.shared_vocab:
-            tokenizer = Tokenizer(
-                Tokenizer.train(itertools.chain(train_text.src, train_text.tgt), **options)
-            )
+    if collected is not None and not all(map(_has_words, collected.tables, collected.counts)):
+        raise ValueError(
+            f"training data {name!r} has no non-empty sentence pairs ({collected.pairs} lines); "
+            "nothing to train SentencePiece on"
+        )
+    sides = [[0, 1]] if config.shared_vocab else [[0], [1]]
+    models = []
+    for group in sides:
+        if collected is not None:
+            counts = word_counts([(collected.tables[i], collected.counts[i]) for i in group])
+            if not counts:
+                raise ValueError(f"training data {name!r} has no words to train SentencePiece on")
+            train = Tokenizer.train_from_word_counts
+            models.append(_fit(train, counts, options, config, name))
         else:
-            tokenizer = Tokenizer(
-                Tokenizer.train(train_text.src, **options),
-                Tokenizer.train(train_text.tgt, **options),
-            )
+            text = (s for i in group for s in sentences(i))
+            options_sentences = {**options, "input_sentence_size": config.spm_input_sentence_size}
+            models.append(_fit(Tokenizer.train, text, options_sentences, config, name))
+    tokenizer = Tokenizer(*models)
+    tokenizer.save(output_dir)
+    atomic_write_text(output_dir / SETTINGS_FILE, json.dumps(settings, indent=1) + "\n")
+    return tokenizer
+
+
+def _has_words(table, counts) -> bool:
+    """Whether a side has a word that is not blank (every sentence counted at least once)."""
+    return any(
+        word.strip() for word, count in zip(table.words(), counts.tolist(), strict=True) if count
+    )
+
+
+def _fit(train, data, options: dict, config: DataConfig, name: str) -> bytes:
+    """`train(data, **options)` with the one-line error of a vocabulary that does not fit."""
+    try:
+        return train(data, **options)
     except ValueError as error:
         raise ValueError(
             f"data.vocab_size ({config.vocab_size}) does not fit the training text "
-            f"{train_text.name!r}: {error}"
+            f"{name!r}: {error}"
         ) from error
-    saved = tokenizer.save(output_dir)
-    log(
-        f"trained SentencePiece {config.spm_model_type} model(s) with {config.vocab_size} pieces "
-        f"in {time.perf_counter() - start:.1f} s -> {', '.join(map(str, saved))}"
-    )
-    return tokenizer

@@ -1,7 +1,8 @@
 """The run directory of a training job and its checkpoint files.
 
     RUN_DIR/config.yaml            the resolved config (every key, after overrides)
-    RUN_DIR/metrics.jsonl          training and validation metrics (see metrics.py)
+    RUN_DIR/metrics.jsonl          training and validation metrics (see metrics_log.py)
+    RUN_DIR/tensorboard/           the same metrics as TensorBoard events (train.tensorboard)
     RUN_DIR/checkpoint_<step>.pt   periodic checkpoints, the newest `keep_last` kept
     RUN_DIR/checkpoint_last.pt     the latest checkpoint (what a rerun resumes from)
     RUN_DIR/checkpoint_best.pt     the checkpoint with the best validation metric
@@ -21,6 +22,8 @@ import yaml
 
 from transformer.atomic import atomic_link, atomic_write_text
 from transformer.checkpoint import save_checkpoint
+from transformer.data.corpus import resolve_prefix
+from transformer.data.hf_corpus import HF_PREFIX
 
 NUMBERED = re.compile(r"^checkpoint_(\d+)\.pt$")
 
@@ -42,6 +45,10 @@ class RunDirectory:
     @property
     def metrics_path(self) -> Path:
         return self.path / "metrics.jsonl"
+
+    @property
+    def tensorboard_path(self) -> Path:
+        return self.path / "tensorboard"
 
     @property
     def last_path(self) -> Path:
@@ -70,7 +77,20 @@ class RunDirectory:
             ) from error
 
     def write_config(self, config_dict: dict) -> None:
-        """Write the resolved config as YAML (re-loadable with `load_config`), atomically."""
+        """Write the resolved config as YAML (re-loadable with `load_config`), atomically.
+
+        Local corpus prefixes, `data.cache_dir` and `train.output_dir` are written as absolute
+        paths (resolved as the job resolved them), so that `transformer-train --config
+        RUN_DIR/config.yaml` resumes the run from any working directory.
+        """
+        data, train = dict(config_dict["data"]), dict(config_dict["train"])
+        for key in ("train", "valid", "test"):
+            if data.get(key) and not data[key].startswith(HF_PREFIX):
+                data[key] = str(resolve_prefix(data[key]))
+        if data.get("cache_dir"):
+            data["cache_dir"] = str(Path(data["cache_dir"]).expanduser().resolve())
+        train["output_dir"] = str(self.path.resolve())
+        config_dict = {**config_dict, "data": data, "train": train}
         text = yaml.safe_dump(config_dict, sort_keys=False, default_flow_style=None)
         atomic_write_text(self.config_path, text)
 

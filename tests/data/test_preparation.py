@@ -1,0 +1,72 @@
+"""The steps of a preparation: encoded entries reused across filter settings, kept rows cached,
+nothing half-written or left behind after an interrupt. The reference for the kept rows is
+`filter_pairs` on the whole encoded corpus."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from transformer.data import encoding
+from transformer.data.config import DataConfig
+from transformer.data.corpus import read_lines
+from transformer.data.dataset import ParallelDataset, filter_pairs
+from transformer.data.prepare import DataNotPrepared, prepare_data
+
+
+@pytest.fixture
+def config(shared_data, tmp_path):
+    prefix = shared_data / "multi30k" / "train"
+    for lang in ("en", "de"):
+        lines = read_lines(f"{prefix}.{lang}")[:1500]
+        (tmp_path / f"train.{lang}").write_text("".join(f"{x}\n" for x in lines), "utf-8")
+    return DataConfig(train=str(tmp_path / "train"), valid=None, vocab_size=500, max_len=20)
+
+
+def test_another_filter_reuses_the_encoded_corpus_and_caches_its_own_rows(config, tmp_path):
+    run = tmp_path / "run"
+    first = prepare_data(config, run, log=None)
+    messages = []
+    looser = DataConfig(**{**config.__dict__, "max_len": 40, "max_len_ratio": 2.0})
+    second = prepare_data(looser, run, log=messages.append)
+    assert not any("encode" in m for m in messages)  # the token ids were there
+    assert any(m.startswith("train: filter") for m in messages)
+    (entry,) = (run / "cache").glob("train-*")
+    assert len(list(entry.glob("kept-*"))) == 2
+    corpus = ParallelDataset(
+        second.train.src_tokens,
+        second.train.src_offsets,
+        second.train.tgt_tokens,
+        second.train.tgt_offsets,
+        np.arange(1500),
+    )
+    expected, report = filter_pairs(corpus, 40, 2.0)
+    np.testing.assert_array_equal(second.train.line_numbers, expected.line_numbers)
+    np.testing.assert_array_equal(second.train.tgt_lengths, expected.tgt_lengths)
+    assert second.train_report == report and len(first.train) < len(second.train)
+
+
+def test_other_processes_wait_for_the_kept_rows_too(config, tmp_path):
+    run = tmp_path / "run"
+    prepare_data(config, run, log=None)
+    (entry,) = (run / "cache").glob("train-*")
+    (kept,) = entry.glob("kept-*")
+    shutil.rmtree(kept)
+    with pytest.raises(DataNotPrepared, match="not filtered yet"):
+        prepare_data(config, run, log=None, build=False)
+
+
+def test_an_interrupt_while_encoding_leaves_no_entry_and_no_scratch(config, tmp_path, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("transformer.data.preparation.encode_collected", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        prepare_data(config, tmp_path / "run", log=None)
+    cache = tmp_path / "run" / "cache"
+    assert list(cache.iterdir()) == []  # neither the entry, its temporary, nor the word ids
+    monkeypatch.undo()
+    again = prepare_data(config, tmp_path / "run", log=None)  # the model is reused
+    assert len(again.train) > 0 and encoding.token_dtype(again.tokenizer) == np.uint16

@@ -1,0 +1,195 @@
+"""The steps of one `prepare_data` call: vocabulary, encoding and filtering of each split.
+
+`Preparation` holds what the steps share (the config, the run and cache directories, the log,
+the stage timer, and the training corpus's word counts while the model was just trained on
+them); `transformer.data.prepare.prepare_data` runs them in order. Each split's token ids and
+its kept rows are cache entries (`transformer.data.token_cache`), so that a second run, and
+every other process of a torchrun job (`build=False`), opens them instead of doing the work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from transformer.data.config import DataConfig
+from transformer.data.corpus import corpus_size, iter_parallel
+from transformer.data.dataset import DropReport, ParallelDataset, filter_pairs, length_dtype
+from transformer.data.encoding import collect_words, encode_chunks, encode_collected
+from transformer.data.stages import Stages
+from transformer.data.token_cache import ArrayWriter, cache_path, load_arrays, save_arrays
+from transformer.data.tokenizer import Tokenizer
+from transformer.data.vocabulary import model_paths, train_tokenizer
+
+CHUNK_PAIRS = 100_000
+
+
+class DataNotPrepared(FileNotFoundError):
+    """`prepare_data(build=False)` found no SentencePiece model or cache entry (yet)."""
+
+
+def _entry(path: Path, log) -> dict[str, np.ndarray] | None:
+    """The arrays of a cache entry, or None when there is none or it is unreadable (then it
+    is removed, to be written again)."""
+    try:
+        return load_arrays(path)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        log(f"cached token ids {path} unreadable ({error}); encoding again")
+        shutil.rmtree(path, ignore_errors=True)
+        return None
+
+
+def _filter_key(config: DataConfig) -> str:
+    """Name of the kept-rows entry of the filter settings."""
+    key = f"{config.max_len}|{config.max_len_ratio!r}".encode()
+    return "kept-" + hashlib.blake2b(key, digest_size=8).hexdigest()
+
+
+class Preparation:
+    """One `prepare_data` call: its config, directories, log and stages.
+
+    Args:
+        config: The `data:` section.
+        output_dir: The run directory.
+        log: Receives one-line messages.
+        build: False only opens what is prepared (`DataNotPrepared` otherwise).
+    """
+
+    def __init__(self, config: DataConfig, output_dir: Path, log, build: bool) -> None:
+        self.config, self.output_dir, self.log, self.build = config, output_dir, log, build
+        self.cache_dir = Path(config.cache_dir) if config.cache_dir else output_dir / "cache"
+        self.stages = Stages(log)
+        self.collected = None  # the training corpus's words, when the model was just trained
+        self.scratch: Path | None = None
+
+    def chunks(self, spec: str):
+        return iter_parallel(spec, self.config.source_lang, self.config.target_lang, CHUNK_PAIRS)
+
+    def train_vocabulary(self, settings: dict) -> Tokenizer:
+        """Count the training corpus's words (BPE) and train the model(s) on them."""
+        config = self.config
+        pairs = corpus_size(config.train, config.source_lang, config.target_lang)
+        if config.spm_model_type != "bpe":
+            with self.stages.stage("vocabulary: SentencePiece on sentences"):
+                side = lambda i: (s for chunk in self.chunks(config.train) for s in chunk[i])  # noqa: E731
+                tokenizer = train_tokenizer(
+                    config, self.output_dir, settings, config.train, None, side
+                )
+            return self.trained(tokenizer)
+        sentences = pairs * (2 if config.shared_vocab else 1)
+        rate = min(1.0, config.spm_input_sentence_size / max(1, sentences))
+        writer = ArrayWriter(self.cache_dir / f".words.tmp-{os.getpid()}-scratch")
+        try:
+            with self.stages.stage("train: read and count words", pairs) as advance:
+                self.collected = collect_words(self.chunks(config.train), rate, 1, writer, advance)
+            self.scratch = writer.commit()
+        except BaseException:
+            writer.abort()
+            raise
+        words = sum(len(table) for table in self.collected.tables)
+        with self.stages.stage(f"vocabulary: SentencePiece on {words:,} distinct words"):
+            tokenizer = train_tokenizer(
+                config, self.output_dir, settings, config.train, self.collected
+            )
+        return self.trained(tokenizer)
+
+    def trained(self, tokenizer: Tokenizer) -> Tokenizer:
+        paths = model_paths(self.output_dir, self.config.shared_vocab)
+        self.log(
+            f"trained SentencePiece {self.config.spm_model_type} model(s) with "
+            f"{self.config.vocab_size} pieces -> {', '.join(map(str, paths))}"
+        )
+        return tokenizer
+
+    def split(self, split: str, spec: str, fingerprint: str, tokenizer: Tokenizer, text=None):
+        """The filtered, cached pairs of one split (`text`: the split already read)."""
+        models = (tokenizer.src_model_bytes, tokenizer.tgt_model_bytes)
+        path = cache_path(self.cache_dir, split, fingerprint, models)
+        arrays = _entry(path, self.log)
+        if arrays is None:
+            if not self.build:
+                raise DataNotPrepared(f"{split} data not prepared yet: no {path}")
+            self.encode(split, spec, path, tokenizer, text)
+            arrays = load_arrays(path)
+        else:
+            self.log(f"{split}: loaded cached token ids {path}")
+        corpus = ParallelDataset(
+            arrays["src_tokens"],
+            arrays["src_offsets"],
+            arrays["tgt_tokens"],
+            arrays["tgt_offsets"],
+            np.arange(len(arrays["src_offsets"]) - 1, dtype=np.int64),
+        )
+        kept_path = path / _filter_key(self.config)
+        kept = _entry(kept_path, self.log)
+        if kept is None:
+            if not self.build:
+                raise DataNotPrepared(f"{split} data not filtered yet: no {kept_path}")
+            with self.stages.stage(f"{split}: filter"):
+                data, report = filter_pairs(corpus, self.config.max_len, self.config.max_len_ratio)
+                lengths = length_dtype(
+                    int(max(data.src_lengths.max(initial=0), data.tgt_lengths.max(initial=0)))
+                )
+                counts = np.array([report.total, report.empty, report.too_long, report.bad_ratio])
+                save_arrays(
+                    kept_path,
+                    {
+                        "line_numbers": data.line_numbers,
+                        "src_lengths": data.src_lengths.astype(lengths),
+                        "tgt_lengths": data.tgt_lengths.astype(lengths),
+                        "report": counts.astype(np.int64),
+                    },
+                )
+            kept = load_arrays(kept_path)
+        report = DropReport(
+            *kept["report"].tolist(), self.config.max_len, self.config.max_len_ratio
+        )
+        self.log(f"{split}: {report}")
+        if len(kept["line_numbers"]) == 0:
+            raise ValueError(
+                f"{split} data {spec!r} is empty after filtering ({report}); check the files, "
+                "or raise data.max_len / data.max_len_ratio"
+            )
+        data = ParallelDataset(
+            corpus.src_tokens,
+            corpus.src_offsets,
+            corpus.tgt_tokens,
+            corpus.tgt_offsets,
+            kept["line_numbers"],
+            kept["src_lengths"],
+            kept["tgt_lengths"],
+        )
+        return data, report
+
+    def encode(self, split: str, spec: str, path: Path, tokenizer: Tokenizer, text) -> None:
+        """Encode a split into the cache entry `path`."""
+        config = self.config
+        if text is not None:
+            total, chunks = len(text), [(text.src, text.tgt)]
+        else:
+            total, chunks = corpus_size(spec, config.source_lang, config.target_lang), None
+        writer = ArrayWriter(path)
+        try:
+            with self.stages.stage(f"{split}: encode", total) as advance:
+                if split == "train" and self.collected is not None:
+                    encode_collected(self.collected, self.scratch, tokenizer, writer, advance)
+                else:
+                    encode_chunks(chunks or self.chunks(spec), tokenizer, writer, advance)
+            writer.commit()
+        except BaseException:
+            writer.abort()
+            raise
+        finally:
+            self.drop_scratch()
+        self.log(f"{split}: encoded {total} pairs -> {path}")
+
+    def drop_scratch(self) -> None:
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = self.collected = None
