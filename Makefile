@@ -14,11 +14,13 @@ venv:
 	$(PY) -m pip install -q torch==2.13.0 || $(PY) -m pip install -q torch
 
 # The export extra (ctranslate2, transformers) lets the test run include the parity tests of
-# transformer-export; none of its packages pulls in another torch. Where a package index lacks
-# it, the rest still installs and those tests are skipped (they say so).
+# transformer-export, the tensorboard extra those of train.tensorboard; none of their packages
+# pulls in another torch. Where a package index lacks one, the rest still installs and its
+# tests are skipped (they say so).
 install: venv
 	$(PY) -m pip install -q -e ".[dev]"
 	$(PY) -m pip install -q -e ".[export]" || echo "make: the export extra (ctranslate2, transformers) could not be installed: its parity tests are skipped"
+	$(PY) -m pip install -q -e ".[tensorboard]" || echo "make: the tensorboard extra could not be installed: the train.tensorboard tests are skipped"
 
 # Default test run: everything except GPU tests (slow real-data tests included, about 5 minutes
 # on 2 CPU cores). Real data: ../shared/data, or $TRANSFORMER_DATA_DIR.
