@@ -55,3 +55,22 @@ def test_a_missing_corpus_is_one_line_and_status_1(tmp_path, tiny_run, capsys):
 def test_a_wrong_key_is_a_usage_error(tiny_run, capsys):
     assert main(["--config", str(tiny_run.config_path), "data.vocab_sise=100"]) == 2
     assert "data.vocab_sise" in capsys.readouterr().err
+
+
+def test_the_json_summary_holds_the_figures_of_the_prepared_data(tmp_path, tiny_run):
+    import json
+
+    run_dir = tmp_path / "run"
+    argv = ["--config", str(tiny_run.config_path), f"train.output_dir={run_dir}"]
+    assert main([*argv, "--json", str(run_dir / "summary.json")]) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    config = load_config(tiny_run.config_path, [f"train.output_dir={run_dir}"])
+    prepared = prepare_data(config.data, run_dir, log=None, build=False)
+    train = summary["splits"]["train"]
+    assert train["pairs"] == 29000 and train["kept"] == len(prepared.train)
+    assert train["kept"] + train["empty"] + train["too_long"] + train["bad_ratio"] == 29000
+    assert train["tgt_tokens"] == sum(len(prepared.train[i][1]) for i in range(len(prepared.train)))
+    names = [stage["name"] for stage in summary["stages"]]
+    assert names[:3] == ["train: read and count words", names[1], "train: encode"]
+    assert names[1].startswith("vocabulary: SentencePiece on ")
+    assert summary["peak_mib"] == max(stage["peak_mib"] for stage in summary["stages"]) > 0

@@ -71,10 +71,10 @@ def _prepare(args: argparse.Namespace) -> None:
         config = load_config(args.config, args.overrides)
     except (FileNotFoundError, ValueError) as error:
         raise UsageError(str(error)) from None
+    run_dir = RunDirectory(config.train.output_dir)
+    run_dir.create()  # before the check: the summary may go into the run directory
     if args.json and not Path(args.json).resolve().parent.is_dir():
         raise UsageError(f"--json {args.json}: directory {Path(args.json).parent} does not exist")
-    run_dir = RunDirectory(config.train.output_dir)
-    run_dir.create()
     start = time.perf_counter()
     prepared = prepare_data(config.data, run_dir.path, train=True, log=print)
     summary = _summary(prepared, time.perf_counter() - start)
