@@ -19,7 +19,7 @@ import numpy as np
 from transformer.data.config import DataConfig
 from transformer.data.corpus import corpus_size, iter_parallel
 from transformer.data.dataset import DropReport, ParallelDataset, filter_pairs, length_dtype
-from transformer.data.encoding import collect_words, encode_chunks, encode_collected
+from transformer.data.encoding import SIDES, collect_words, encode_chunks, encode_collected
 from transformer.data.stages import Stages
 from transformer.data.token_cache import ArrayWriter, cache_path, load_arrays, save_arrays
 from transformer.data.tokenizer import Tokenizer
@@ -119,19 +119,15 @@ class Preparation:
             arrays = load_arrays(path)
         else:
             self.log(f"{split}: loaded cached token ids {path}")
-        corpus = ParallelDataset(
-            arrays["src_tokens"],
-            arrays["src_offsets"],
-            arrays["tgt_tokens"],
-            arrays["tgt_offsets"],
-            np.arange(len(arrays["src_offsets"]) - 1, dtype=np.int64),
-        )
+        tokens = [arrays[f"{side}_{kind}"] for side in SIDES for kind in ("tokens", "offsets")]
         kept_path = path / _filter_key(self.config)
         kept = _entry(kept_path, self.log)
         if kept is None:
             if not self.build:
                 raise DataNotPrepared(f"{split} data not filtered yet: no {kept_path}")
             with self.stages.stage(f"{split}: filter"):
+                rows = np.arange(len(arrays["src_offsets"]) - 1, dtype=np.int64)
+                corpus = ParallelDataset(*tokens, rows)  # every pair (its lengths computed)
                 data, report = filter_pairs(corpus, self.config.max_len, self.config.max_len_ratio)
                 lengths = length_dtype(
                     int(max(data.src_lengths.max(initial=0), data.tgt_lengths.max(initial=0)))
@@ -157,13 +153,7 @@ class Preparation:
                 "or raise data.max_len / data.max_len_ratio"
             )
         data = ParallelDataset(
-            corpus.src_tokens,
-            corpus.src_offsets,
-            corpus.tgt_tokens,
-            corpus.tgt_offsets,
-            kept["line_numbers"],
-            kept["src_lengths"],
-            kept["tgt_lengths"],
+            *tokens, kept["line_numbers"], kept["src_lengths"], kept["tgt_lengths"]
         )
         return data, report
 
