@@ -16,6 +16,8 @@ RUNNABLE = (
     "ctranslate2_decoding",
     "decoding_features",
     "linear_kernels",
+    "make_corpus",
+    "prepare_scale",
 )
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 

@@ -10,6 +10,7 @@
 - `dataset.py`: encoded pairs as rows of flat arrays, and the length filter;
 - `token_cache.py`: encoded corpora cached on disk, opened memory-mapped;
 - `stages.py`: time and peak memory of each step; `preparation.py`: the steps;
+- `heap.py`: freed heap memory returned to the OS (after planning an epoch);
 - `prepare.py`: `prepare_data`, the steps above in order;
 - `batching.py`: token-based batches grouped by length, sharded and resumable.
 """
