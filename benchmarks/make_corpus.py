@@ -216,7 +216,9 @@ def render(table, byte_lengths, lengths, seed_key, comma: float) -> tuple[np.nda
     return rows[keep], ids
 
 
-def write_corpus(prefix: Path, pairs: int, seed: int, words: int) -> dict[str, dict]:
+def write_corpus(
+    prefix: Path, pairs: int, seed: int, words: int, median_words: float = MEDIAN_WORDS
+) -> dict[str, dict]:
     """Write `prefix`.en and `prefix`.de (module docstring); returns per side its "bytes",
     "words" (total) and "distinct" (words of the vocabulary used)."""
     sides = {}
@@ -230,7 +232,7 @@ def write_corpus(prefix: Path, pairs: int, seed: int, words: int) -> dict[str, d
         for chunk, start in enumerate(range(0, pairs, CHUNK_PAIRS)):
             n = min(CHUNK_PAIRS, pairs - start)
             rng = np.random.default_rng([seed, 100, chunk, 0])
-            en = np.exp(rng.normal(np.log(MEDIAN_WORDS), SIGMA_WORDS, CHUNK_PAIRS))[:n]
+            en = np.exp(rng.normal(np.log(median_words), SIGMA_WORDS, CHUNK_PAIRS))[:n]
             ratio = rng.normal(TARGET_RATIO, TARGET_RATIO_SD, CHUNK_PAIRS)[:n]
             en = np.clip(np.rint(en), MIN_WORDS, MAX_WORDS).astype(np.int64)
             de = np.clip(np.rint(en * ratio), MIN_WORDS, MAX_WORDS).astype(np.int64)
@@ -265,12 +267,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--words", type=int, default=300_000, help="vocabulary size per side")
+    parser.add_argument(
+        "--median-words",
+        type=float,
+        default=MEDIAN_WORDS,
+        help=f"median words of an English line (default {MEDIAN_WORDS:g}, as newstest)",
+    )
     args = parser.parse_args(argv)
     prefix = Path(args.output)
     if args.pairs < 1:
         parser.error(f"--pairs ({args.pairs}) must be at least 1")
     if args.words < 100:
         parser.error(f"--words ({args.words}) must be at least 100")
+    if not MIN_WORDS <= args.median_words <= MAX_WORDS:
+        parser.error(f"--median-words ({args.median_words}) must be in [{MIN_WORDS}, {MAX_WORDS}]")
     if args.seed < 0:
         parser.error(f"--seed ({args.seed}) must be at least 0")
     if not args.output or not prefix.name or args.output.endswith(("/", "\\")):
@@ -279,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--output {args.output}: the directory {prefix.parent} does not exist")
     start = time.perf_counter()
     try:
-        sides = write_corpus(prefix, args.pairs, args.seed, args.words)
+        sides = write_corpus(prefix, args.pairs, args.seed, args.words, args.median_words)
     except KeyboardInterrupt:
         print(f"{parser.prog}: interrupted", file=sys.stderr)
         return 130

@@ -10,7 +10,13 @@ import sys
 import numpy as np
 import pytest
 
-from transformer.data.token_cache import ArrayWriter, cache_path, load_arrays, save_arrays
+from transformer.data.token_cache import (
+    ArrayWriter,
+    SequentialReader,
+    cache_path,
+    load_arrays,
+    save_arrays,
+)
 
 
 def test_arrays_round_trip_memory_mapped_without_a_leftover_tmp_entry(tmp_path):
@@ -86,3 +92,13 @@ def test_key_is_stable_and_changes_with_corpus_and_models(tmp_path):
     }
     assert base not in others and len(others) == 4
     assert cache_path(tmp_path, "valid", "corpus-a", [b"src", b"tgt"]).name.startswith("valid-")
+
+
+def test_a_sequential_reader_reads_the_array_in_pieces(tmp_path):
+    whole = np.arange(1000, dtype=np.int32)
+    save_arrays(tmp_path / "e", {"a": whole})
+    reader = SequentialReader(tmp_path / "e", "a")
+    pieces = [reader.read(n) for n in (1, 299, 0, 500, 200)]
+    reader.close()
+    np.testing.assert_array_equal(np.concatenate(pieces), whole)
+    assert pieces[1].dtype == np.int32 and not isinstance(pieces[1], np.memmap)

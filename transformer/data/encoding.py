@@ -22,7 +22,7 @@ import numpy as np
 
 from transformer.data.corpus import ParallelText
 from transformer.data.dataset import ParallelDataset
-from transformer.data.token_cache import ArrayWriter, load_arrays
+from transformer.data.token_cache import ArrayWriter, SequentialReader
 from transformer.data.tokenizer import Tokenizer
 from transformer.data.word_encoding import WordTable
 
@@ -175,20 +175,24 @@ def encode_collected(
     Returns:
         The number of pairs encoded (as `encode_chunks`, into `writer`).
     """
-    scratch = load_arrays(scratch_path)
+    # The word ids are read in order, not mapped: mapped, the pages read would stay resident.
+    readers = [SequentialReader(scratch_path, f"{side}_words") for side in SIDES]
+    per_side = [SequentialReader(scratch_path, f"{side}_counts") for side in SIDES]
     dtype = token_dtype(tokenizer)
     outputs = [_OffsetWriter(writer, side) for side in SIDES]
     for table, encode_batch in zip(
         collected.tables, (tokenizer.encode_batch, tokenizer.encode_target_batch), strict=True
     ):
         table.encode_batch, table.dtype = encode_batch, dtype
-    starts = [0, 0]  # first word of the chunk, per side
-    for first in range(0, collected.pairs, chunk_pairs):
-        for i, (table, output) in enumerate(zip(collected.tables, outputs, strict=True)):
-            per_sentence = scratch[f"{SIDES[i]}_counts"][first : first + chunk_pairs]
-            words = int(per_sentence.sum())
-            ids = scratch[f"{SIDES[i]}_words"][starts[i] : starts[i] + words].astype(np.int64)
-            output.append(*table.tokens(ids, per_sentence.astype(np.int64)))
-            starts[i] += words
-        progress(min(chunk_pairs, collected.pairs - first))
+    try:
+        for first in range(0, collected.pairs, chunk_pairs):
+            size = min(chunk_pairs, collected.pairs - first)
+            for i, (table, output) in enumerate(zip(collected.tables, outputs, strict=True)):
+                counts = per_side[i].read(size).astype(np.int64)
+                ids = readers[i].read(int(counts.sum())).astype(np.int64)
+                output.append(*table.tokens(ids, counts))
+            progress(size)
+    finally:
+        for reader in readers + per_side:
+            reader.close()
     return collected.pairs

@@ -172,3 +172,25 @@ def load_arrays(path: Path) -> dict[str, np.ndarray]:
             else np.zeros(0, dtype=dtype)
         )
     return loaded
+
+
+class SequentialReader:
+    """Reads one array of an entry front to back in pieces, with plain reads (no mapping, so
+    the pieces already read do not stay resident in this process, as mapped pages would).
+
+    Args:
+        path: The entry.
+        name: The array.
+    """
+
+    def __init__(self, path: Path, name: str) -> None:
+        meta = json.loads((Path(path) / _META).read_text(encoding="utf-8"))
+        self.dtype = np.dtype(meta["arrays"][name]["dtype"])
+        self._file = open(Path(path) / f"{name}.bin", "rb")  # noqa: SIM115
+
+    def read(self, count: int) -> np.ndarray:
+        """The next `count` values."""
+        return np.fromfile(self._file, dtype=self.dtype, count=count)
+
+    def close(self) -> None:
+        self._file.close()
