@@ -73,4 +73,4 @@ def test_the_json_summary_holds_the_figures_of_the_prepared_data(tmp_path, tiny_
     names = [stage["name"] for stage in summary["stages"]]
     assert names[:3] == ["train: read and count words", names[1], "train: encode"]
     assert names[1].startswith("vocabulary: SentencePiece on ")
-    assert summary["peak_mib"] == max(stage["peak_mib"] for stage in summary["stages"]) > 0
+    assert summary["peak_mib"] >= max(stage["peak_mib"] for stage in summary["stages"]) > 0

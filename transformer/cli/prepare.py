@@ -32,6 +32,7 @@ from transformer.atomic import atomic_write_text
 from transformer.cli.common import UsageError, file_name, run
 from transformer.config import load_config
 from transformer.data.prepare import prepare_data
+from transformer.data.stages import peak_mib
 from transformer.train.run_directory import RunDirectory
 
 
@@ -112,7 +113,9 @@ def _summary(prepared, seconds: float) -> dict:
                 "report": str(report),
             }
     stages = [dataclasses.asdict(stage) for stage in prepared.stages]
-    peak = max([stage["peak_mib"] for stage in stages], default=0.0)
+    # The stages reset the peak as they start: the process's peak is the largest of theirs
+    # and of what came after the last one (all of it when nothing had to be done).
+    peak = max([stage["peak_mib"] for stage in stages] + [peak_mib()])
     return {"seconds": seconds, "peak_mib": peak, "splits": splits, "stages": stages}
 
 

@@ -41,7 +41,7 @@ def _reset_peak() -> bool:
         return False
 
 
-def _peak_mib() -> float:
+def peak_mib() -> float:
     """Peak resident memory since the last reset (VmHWM), else since the process started."""
     try:
         with open("/proc/self/status") as file:
@@ -82,6 +82,6 @@ class Stages:
             yield bar.update
         finally:
             bar.close()
-        record = StageRecord(name, time.perf_counter() - start, _peak_mib())
+        record = StageRecord(name, time.perf_counter() - start, peak_mib())
         self.records.append(record)
         self.log(str(record))
