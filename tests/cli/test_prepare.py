@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 
 from transformer.cli.prepare import main
 from transformer.config import load_config
@@ -74,3 +75,69 @@ def test_the_json_summary_holds_the_figures_of_the_prepared_data(tmp_path, tiny_
     assert names[:3] == ["train: read and count words", names[1], "train: encode"]
     assert names[1].startswith("vocabulary: SentencePiece on ")
     assert summary["peak_mib"] >= max(stage["peak_mib"] for stage in summary["stages"]) > 0
+
+
+def test_the_json_summary_never_replaces_an_input(tmp_path, tiny_run, capsys):
+    run_dir = tmp_path / "run"
+    argv = ["--config", str(tiny_run.config_path), f"train.output_dir={run_dir}"]
+    assert main(argv) == 0
+    model = (run_dir / "spm.model").read_bytes()
+    corpus = tiny_run.shared_data / "multi30k" / "val.de"
+    (entry,) = (run_dir / "cache").glob("train-*")
+    for target in (
+        tiny_run.config_path,
+        corpus,
+        run_dir / "spm.model",
+        entry / "summary.json",
+        tmp_path,
+    ):
+        capsys.readouterr()
+        assert main([*argv, "--json", str(target)]) == 2, target
+        assert "--json" in capsys.readouterr().err
+    assert (run_dir / "spm.model").read_bytes() == model
+
+
+def test_changed_settings_beside_checkpoints_replace_nothing(tmp_path, tiny_run, capsys):
+    from transformer.cli.train import main as train
+
+    run_dir = tmp_path / "run"
+    argv = ["--config", str(tiny_run.config_path), *tiny_run.fast, f"train.output_dir={run_dir}"]
+    assert train([*argv, "train.max_steps=1", "train.save_interval_steps=1"]) == 0
+    model = (run_dir / "spm.model").read_bytes()
+    capsys.readouterr()
+    assert main([*argv[:2], f"train.output_dir={run_dir}", "data.vocab_size=900"]) == 1
+    error = capsys.readouterr().err.strip()
+    assert "holds checkpoints" in error and "--no-resume" in error and "\n" not in error
+    assert (run_dir / "spm.model").read_bytes() == model
+    # A fresh start may: the old checkpoints are set aside, the new model trained.
+    assert train([*argv, "train.max_steps=1", "data.vocab_size=900", "--no-resume"]) == 0
+    assert (run_dir / "spm.model").read_bytes() != model
+    assert any(run_dir.glob("previous-*/checkpoint_1.pt"))
+
+
+def test_sigterm_stops_with_one_line_and_the_next_run_finishes(tmp_path, tiny_run):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    run_dir = tmp_path / "run"
+    for lang in ("en", "de"):  # Multi30k 20 times: counting its words takes seconds
+        text = (tiny_run.shared_data / "multi30k" / f"train.{lang}").read_text(encoding="utf-8")
+        (tmp_path / f"big.{lang}").write_text(text * 20, encoding="utf-8")
+    args = ["-m", "transformer.cli.prepare", "--config", str(tiny_run.config_path)]
+    args += [f"train.output_dir={run_dir}", f"data.train={tmp_path / 'big'}"]
+    env = {**__import__("os").environ, "TRANSFORMER_DATA_DIR": str(tiny_run.shared_data)}
+    process = subprocess.Popen(
+        [sys.executable, *args], env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    while not (run_dir / "cache").exists() and process.poll() is None:
+        time.sleep(0.01)  # stop it while it works on the corpus
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=60)
+    if process.returncode == 0:
+        pytest.skip("finished before the signal arrived")
+    assert process.returncode == 130 and err.strip().splitlines()[-1].endswith("interrupted")
+    assert "Traceback" not in err
+    assert not [p for p in (run_dir / "cache").iterdir() if not p.name.startswith(".words")]
+    assert main(args[2:]) == 0  # the next run prepares it whole

@@ -181,10 +181,12 @@ def test_the_saved_config_resumes_the_run_from_any_directory(tmp_path, tiny_run,
     # Relative corpus prefixes (resolved against TRANSFORMER_DATA_DIR) and a relative run
     # directory: the saved config holds what they resolved to, so it works from elsewhere.
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").symlink_to(tiny_run.shared_data)
+    monkeypatch.setenv("TRANSFORMER_DATA_DIR", "data")  # relative too
     argv = ["--config", str(tiny_run.config_path), *tiny_run.fast, "train.output_dir=run"]
     assert main([*argv, "train.max_steps=2", "train.save_interval_steps=2"]) == 0
     saved = load_config(tmp_path / "run" / "config.yaml")
-    assert saved.data.train == str(tiny_run.shared_data / "multi30k" / "train")
+    assert saved.data.train == str(tmp_path / "data" / "multi30k" / "train")
     assert saved.train.output_dir == str(tmp_path / "run")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -37,6 +37,7 @@ def test_the_smallest_vocabulary_holds_the_four_special_tokens_and_a_character()
         (dict(spm_input_sentence_size=0), r"spm_input_sentence_size \(0\)"),
         (dict(spm_character_coverage=0.0), r"spm_character_coverage \(0\.0\)"),
         (dict(spm_character_coverage=1.5), r"spm_character_coverage \(1\.5\)"),
+        (dict(spm_character_coverage=0.97), r"spm_character_coverage \(0\.97\) must be in \[0\.98"),
         (dict(max_len_ratio=0.5), r"^data\.max_len_ratio \(0\.5\) must be a finite number >= 1"),
         (dict(max_len_ratio=float("nan")), r"^data\.max_len_ratio \(nan\) must be a finite number"),
         (dict(max_len_ratio=float("inf")), r"^data\.max_len_ratio \(inf\) must be a finite number"),

@@ -132,3 +132,12 @@ def test_training_reads_a_local_dataset(offline, multi30k, tmp_path, tiny_run):
     assert train([*argv, *tiny_run.fast, *overrides]) == 0
     assert (run_dir / "checkpoint_last.pt").is_file()
     assert [r["step"] for r in tiny_run.records(run_dir)] == [1, 2]
+
+
+def test_a_column_without_a_sentence_is_one_line_naming_the_row(offline, tmp_path):
+    folder = tmp_path / "cols"
+    datasets.Dataset.from_dict({"en": ["a", None, "c"], "de": ["x", "y", "z"]}).save_to_disk(
+        str(folder)
+    )
+    with pytest.raises(ValueError, match=r"row 1 has None in column 'en', not a sentence"):
+        read_parallel(f"hf:{folder}::train", "en", "de")

@@ -70,3 +70,19 @@ def test_an_interrupt_while_encoding_leaves_no_entry_and_no_scratch(config, tmp_
     monkeypatch.undo()
     again = prepare_data(config, tmp_path / "run", log=None)  # the model is reused
     assert len(again.train) > 0 and encoding.token_dtype(again.tokenizer) == np.uint16
+
+
+def test_a_failed_vocabulary_leaves_no_scratch(config, tmp_path):
+    too_big = DataConfig(**{**config.__dict__, "vocab_size": 100_000})
+    with pytest.raises(ValueError, match=r"data\.vocab_size \(100000\) does not fit"):
+        prepare_data(too_big, tmp_path / "run", log=None)
+    assert list((tmp_path / "run" / "cache").iterdir()) == []
+
+
+def test_a_home_relative_cache_dir_is_expanded(config, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    homed = DataConfig(**{**config.__dict__, "cache_dir": "~/cache"})
+    prepare_data(homed, tmp_path / "run", log=None)
+    assert any((tmp_path / "home" / "cache").glob("train-*"))
+    assert not (tmp_path / "~").exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import sys
 import time
 
@@ -15,9 +16,11 @@ def test_each_stage_records_its_time_and_its_own_peak():
     messages = []
     stages = Stages(messages.append)
     with stages.stage("big", total=3) as advance:
-        block = np.ones(400 * 2**20 // 8)  # 400 MiB, touched
+        # 400 MiB of fresh pages, touched (malloc could hand out memory already resident)
+        block = mmap.mmap(-1, 400 * 2**20)
+        np.frombuffer(block, dtype=np.uint8)[::4096] = 1
         advance(3)
-        del block
+        block.close()
     with stages.stage("small"):
         time.sleep(0.2)
     big, small = stages.records

@@ -75,7 +75,8 @@ def test_trains_once_then_reuses(sides, tmp_path, shared):
     assert messages[-1].startswith("reusing SentencePiece model")
     assert reused.src_model_bytes == trained.src_model_bytes
     assert reused.tgt_model_bytes == trained.tgt_model_bytes
-    assert json.loads((tmp_path / "spm.json").read_text()) == settings
+    saved = json.loads((tmp_path / "spm.json").read_text())
+    assert saved.pop("model") and saved == settings  # and the hash of the model it describes
 
 
 def test_bpe_from_word_counts_is_the_model_of_the_sentences(sides, tmp_path):
@@ -95,13 +96,33 @@ def test_a_changed_setting_trains_again_and_says_which(sides, tmp_path):
     train_tokenizer(config, tmp_path, model_settings(config, "fp"), "x", collected(sides))
     for changed, settings in [
         ("vocab_size", model_settings(DataConfig(vocab_size=VOCAB + 1), "fp")),
-        ("train", model_settings(DataConfig(vocab_size=VOCAB, train="other/train"), "fp")),
         ("content", model_settings(config, "another fingerprint")),
+        (
+            "spm_model_type",
+            model_settings(DataConfig(vocab_size=VOCAB, spm_model_type="unigram"), "fp"),
+        ),
     ]:
         messages = []
         wanted = DataConfig(vocab_size=settings["vocab_size"])
         assert saved_tokenizer(wanted, tmp_path, settings, no_reverse, messages.append) is None
         assert changed in messages[-1] and "training again" in messages[-1]
+    # The same content under another name (a relative path, the folder moved): reused.
+    moved = model_settings(DataConfig(vocab_size=VOCAB, train="/elsewhere/train"), "fp")
+    assert saved_tokenizer(config, tmp_path, moved, no_reverse, print) is not None
+
+
+def test_spm_json_belongs_to_its_model(sides, tmp_path):
+    config = DataConfig(vocab_size=VOCAB)
+    settings = model_settings(config, "fp")
+    train_tokenizer(config, tmp_path, settings, "x", collected(sides))
+    other = DataConfig(vocab_size=VOCAB + 50)
+    train_tokenizer(other, tmp_path / "other", model_settings(other, "fp"), "x", collected(sides))
+    (tmp_path / "spm.model").write_bytes((tmp_path / "other" / "spm.model").read_bytes())
+    messages = []  # a model put there by hand (or by another job) under the old spm.json
+    assert saved_tokenizer(config, tmp_path, settings, no_reverse, messages.append) is None
+    assert "the model file" in messages[-1]
+    (tmp_path / "spm.json").write_text("[]")  # valid JSON, not what was written
+    assert saved_tokenizer(config, tmp_path, settings, no_reverse, print) is None
 
 
 def test_a_joint_model_serves_the_other_direction_of_the_same_corpus(sides, tmp_path):

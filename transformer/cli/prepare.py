@@ -14,7 +14,8 @@ and a data problem shows up before any GPU is taken. `transformer-train` reuses 
 
 Exit status: the rule of `transformer.cli.common`: 0 when the data are prepared, 2 for a wrong
 command line or config, 1 when a corpus is missing or unreadable or a split is empty after
-filtering, 130 after Ctrl-C (files being written are left as they were).
+filtering, 130 after Ctrl-C or SIGTERM (what was being written is removed; what was finished
+is kept and found by the next run).
 """
 
 from __future__ import annotations
@@ -22,15 +23,19 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
 from transformer.atomic import atomic_write_text
-from transformer.cli.common import UsageError, file_name, run
+from transformer.cli.common import UsageError, check_output_path, file_name, run
 from transformer.config import load_config
+from transformer.data.corpus import resolve_prefix
+from transformer.data.hf_corpus import HF_PREFIX
 from transformer.data.prepare import prepare_data
 from transformer.data.stages import peak_mib
 from transformer.train.run_directory import RunDirectory
@@ -63,7 +68,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run `transformer-prepare`; returns the exit status (see the module docstring)."""
-    return run(build_parser(), _prepare, argv)
+    if threading.current_thread() is not threading.main_thread():
+        return run(build_parser(), _prepare, argv)
+    # SIGTERM (a scheduler's stop) as Ctrl-C: what is being written is removed, one line.
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        return run(build_parser(), _prepare, argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _prepare(args: argparse.Namespace) -> None:
@@ -74,8 +86,8 @@ def _prepare(args: argparse.Namespace) -> None:
         raise UsageError(str(error)) from None
     run_dir = RunDirectory(config.train.output_dir)
     run_dir.create()  # before the check: the summary may go into the run directory
-    if args.json and not Path(args.json).resolve().parent.is_dir():
-        raise UsageError(f"--json {args.json}: directory {Path(args.json).parent} does not exist")
+    if args.json:
+        _check_summary_path(args.json, args.config, config, run_dir.path)
     start = time.perf_counter()
     prepared = prepare_data(config.data, run_dir.path, train=True, log=print)
     summary = _summary(prepared, time.perf_counter() - start)
@@ -92,6 +104,28 @@ def _prepare(args: argparse.Namespace) -> None:
     )
     if args.json:
         atomic_write_text(args.json, json.dumps(summary, indent=1) + "\n")
+
+
+def _check_summary_path(path: str, config_path: str, config, run_dir: Path) -> None:
+    """Refuse a `--json` file that would replace an input: the config, a corpus file, a file
+    of the run directory (model, checkpoints, ...) or anything in the cache."""
+    data = config.data
+    inputs: list = [config_path, *run_dir.glob("spm*"), *run_dir.glob("*.pt")]
+    inputs += [run_dir / "config.yaml", run_dir / "metrics.jsonl"]
+    for spec in (data.train, data.valid, data.test):
+        if spec and not spec.startswith(HF_PREFIX):
+            prefix = resolve_prefix(spec)
+            inputs += [
+                prefix.parent / f"{prefix.name}.{lang}"
+                for lang in (data.source_lang, data.target_lang)
+            ]
+    cache = Path(data.cache_dir).expanduser() if data.cache_dir else run_dir / "cache"
+    try:
+        check_output_path(path, inputs, "--json")
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    if cache.resolve() in Path(path).resolve().parents:
+        raise UsageError(f"--json {path} is inside the cache {cache}; give another file")
 
 
 def _summary(prepared, seconds: float) -> dict:

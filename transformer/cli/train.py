@@ -103,7 +103,8 @@ def _train(args: argparse.Namespace) -> int | None:
     if context.is_main:
         tqdm.write(_defaults_line(args.config, config, defaults))
     # The data first, then the process group: no collective waits on data preparation.
-    prepared = prepare_run_data(config, context, log=tqdm.write if context.is_main else None)
+    log = tqdm.write if context.is_main else None
+    prepared = prepare_run_data(config, context, log=log, replace_model=not args.resume)
     join_process_group(context)
     try:
         trainer = Trainer(config, context, resume=args.resume, prepared=prepared)

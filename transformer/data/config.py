@@ -67,9 +67,10 @@ class DataConfig:
         for name in ("spm_input_sentence_size", "max_len"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} ({getattr(self, name)}) must be at least 1")
-        if not 0.0 < self.spm_character_coverage <= 1.0:
+        if not 0.98 <= self.spm_character_coverage <= 1.0:  # SentencePiece's own bounds
             raise ValueError(
-                f"spm_character_coverage ({self.spm_character_coverage}) must be in (0, 1]"
+                f"data.spm_character_coverage ({self.spm_character_coverage}) must be in "
+                "[0.98, 1] (SentencePiece refuses less)"
             )
         ratio = self.max_len_ratio
         if ratio is not None and not (math.isfinite(ratio) and ratio >= 1.0):  # NaN, inf

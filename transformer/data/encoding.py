@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.random import default_rng  # imported now, not lazily mid-work (see below)
 
 from transformer.data.corpus import ParallelText
 from transformer.data.dataset import ParallelDataset
@@ -145,7 +146,9 @@ def collect_words(
     """
     tables = [WordTable(None, np.int32) for _ in SIDES]
     counts = [np.zeros(0, dtype=np.int64) for _ in SIDES]
-    rng = np.random.default_rng(seed)
+    # numpy imports np.random on first use, and a Ctrl-C / SIGTERM that lands inside that
+    # import is lost (numpy 2.4); the import at the top of this module avoids it.
+    rng = default_rng(seed)
     pairs = 0
     for chunk in chunks:
         for i, (table, sentences) in enumerate(zip(tables, chunk, strict=True)):

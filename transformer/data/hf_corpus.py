@@ -67,7 +67,9 @@ def load_hf(spec: str, source_lang: str, target_lang: str):
 
 def hf_fingerprint(table, spec: str, source_lang: str, target_lang: str) -> str:
     """Cache key of a `datasets` split: its own fingerprint plus the direction."""
-    key = f"{spec}|{getattr(table, '_fingerprint', '')}|{source_lang}|{target_lang}"
+    # The dataset's own content hash, not the spec: the same folder named another way is
+    # the same corpus.
+    key = f"{getattr(table, '_fingerprint', spec)}|{source_lang}|{target_lang}"
     return hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
 
 
@@ -100,8 +102,18 @@ def iter_hf(
             yield [p[source_lang] for p in pairs], [p[target_lang] for p in pairs]
             first += len(pairs)
     elif source_lang in columns and target_lang in columns:
+        first = 0
         for rows in table.iter(batch_size=batch_size):
-            yield rows[source_lang], rows[target_lang]
+            src, tgt = rows[source_lang], rows[target_lang]
+            for lang, side in ((source_lang, src), (target_lang, tgt)):
+                bad = next((i for i, x in enumerate(side) if not isinstance(x, str)), None)
+                if bad is not None:
+                    raise ValueError(
+                        f"{spec}: row {first + bad} has {side[bad]!r} in column {lang!r}, "
+                        "not a sentence"
+                    )
+            yield src, tgt
+            first += len(src)
     else:
         raise ValueError(
             f"{spec}: rows have columns {columns}; expected a 'translation' dict or "

@@ -39,8 +39,8 @@ def _entry(path: Path, log) -> dict[str, np.ndarray] | None:
         return load_arrays(path)
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as error:
-        log(f"cached token ids {path} unreadable ({error}); encoding again")
+    except (OSError, ValueError, KeyError, TypeError) as error:  # a damaged meta.json too
+        log(f"cached token ids {path} unreadable ({error!r}); encoding again")
         shutil.rmtree(path, ignore_errors=True)
         return None
 
@@ -63,7 +63,9 @@ class Preparation:
 
     def __init__(self, config: DataConfig, output_dir: Path, log, build: bool) -> None:
         self.config, self.output_dir, self.log, self.build = config, output_dir, log, build
-        self.cache_dir = Path(config.cache_dir) if config.cache_dir else output_dir / "cache"
+        self.cache_dir = (
+            Path(config.cache_dir).expanduser() if config.cache_dir else output_dir / "cache"
+        )
         self.stages = Stages(log)
         self.collected = None  # the training corpus's words, when the model was just trained
         self.scratch: Path | None = None

@@ -69,6 +69,7 @@ def prepare_data(
     train: bool = True,
     log: Callable[[str], None] | None = print,
     build: bool = True,
+    replace_model: bool = False,
 ) -> PreparedData:
     """Tokenizer plus filtered, encoded training and validation data (see module doc).
 
@@ -83,6 +84,9 @@ def prepare_data(
         build: False uses only what is already in `output_dir` (the SentencePiece model and
             the cached token ids) and raises `DataNotPrepared` when something is missing:
             how the other processes of a torchrun job load what rank 0 prepared.
+        replace_model: Allow training a new SentencePiece model (the data settings changed)
+            in a run directory that holds checkpoints of the old one (a fresh start: the
+            checkpoints are set aside); otherwise that is an error, and nothing is replaced.
 
     Returns:
         `PreparedData` with `tokenizer`, `train`, `valid`, `valid_src_text`, `valid_ref_text`.
@@ -90,6 +94,8 @@ def prepare_data(
     Raises:
         FileNotFoundError: missing corpus file, or no model in `output_dir` with train=False.
         DataNotPrepared: with build=False, a model or cache entry that is not there (yet).
+        FileExistsError: the settings changed in a run directory with checkpoints, without
+            `replace_model`.
         ValueError: unreadable/misaligned corpus, an unreachable dataset, a model whose size
             differs from the config (train=False), or a split empty after filtering.
     """
@@ -113,9 +119,22 @@ def prepare_data(
                 f"SentencePiece model not found: {missing}; run prepare_data(train=True) "
                 "(training) in this output directory first"
             )
-        tokenizer = job.train_vocabulary(settings)
+        checkpoints = sorted(p.name for p in output_dir.glob("checkpoint_*.pt"))
+        if (
+            checkpoints
+            and not replace_model
+            and model_paths(output_dir, config.shared_vocab)[0].is_file()
+        ):
+            raise FileExistsError(
+                f"{output_dir} holds checkpoints ({checkpoints[0]}, ...) trained with its "
+                "SentencePiece model, and its spm.json differs from these data settings: use "
+                "another train.output_dir, or start this one fresh (transformer-train "
+                "--no-resume); nothing was replaced"
+            )
     result = PreparedData(tokenizer, None, None, [], [], stages=job.stages.records)
     try:
+        if tokenizer is None:
+            tokenizer = result.tokenizer = job.train_vocabulary(settings)
         if train:
             result.train, result.train_report = job.split(
                 "train", config.train, fingerprint, tokenizer

@@ -15,13 +15,16 @@ A BPE model is trained on the corpus's word counts (`Tokenizer.train_from_word_c
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from transformer.atomic import atomic_write_text
 from transformer.data.config import DataConfig
+from transformer.data.corpus import resolve_prefix
 from transformer.data.encoding import CollectedWords
+from transformer.data.hf_corpus import HF_PREFIX
 from transformer.data.tokenizer import Tokenizer
 from transformer.data.word_encoding import word_counts
 
@@ -37,10 +40,11 @@ def model_paths(output_dir: Path, shared: bool) -> list[Path]:
 
 
 def model_settings(config: DataConfig, fingerprint: str) -> dict:
-    """What a run's model depends on: the training corpus (its fingerprint, in the direction
-    of `config`), the languages, sharing, and the `data.spm_*` / `vocab_size` keys."""
+    """What a run's model depends on: the training corpus's content (its fingerprint, in the
+    direction of `config`), the languages, sharing, and the `data.spm_*` / `vocab_size` keys.
+    `train` (the corpus as resolved) is recorded for people; the content decides."""
     return {
-        "train": config.train,
+        "train": resolved_spec(config.train),
         "fingerprint": fingerprint,
         "languages": [config.source_lang, config.target_lang],
         "shared_vocab": config.shared_vocab,
@@ -50,9 +54,8 @@ def model_settings(config: DataConfig, fingerprint: str) -> dict:
 
 def _changes(saved: dict, wanted: dict, reversed_fingerprint: Callable[[], str]) -> list[str]:
     """The settings that differ (a joint model serves both directions of the same corpus)."""
-    changed = [
-        k for k in wanted if k not in ("fingerprint", "languages") and saved.get(k) != wanted[k]
-    ]
+    ignored = ("train", "fingerprint", "languages", "model")
+    changed = [k for k in wanted if k not in ignored and saved.get(k) != wanted[k]]
     same_direction = saved.get("languages") == wanted["languages"]
     if same_direction:
         if saved.get("fingerprint") != wanted["fingerprint"]:
@@ -102,8 +105,12 @@ def saved_tokenizer(
         try:
             saved = json.loads(saved_path.read_text(encoding="utf-8"))
         except ValueError:
+            saved = None
+        if not isinstance(saved, dict):  # damaged: nothing it says can be trusted
             saved = {}
         changed = _changes(saved, settings, reversed_fingerprint)
+        if saved.get("model") != _digest(tokenizer):  # spm.json written for another model
+            changed.append("the model file")
     else:  # a run directory from before spm.json: only the size can be compared
         changed = [] if sizes == {config.vocab_size} else ["vocab_size"]
     if changed:
@@ -161,8 +168,27 @@ def train_tokenizer(
             models.append(_fit(Tokenizer.train, text, options_sentences, config, name))
     tokenizer = Tokenizer(*models)
     tokenizer.save(output_dir)
-    atomic_write_text(output_dir / SETTINGS_FILE, json.dumps(settings, indent=1) + "\n")
+    saved = {**settings, "model": _digest(tokenizer)}  # ties spm.json to these model bytes
+    atomic_write_text(output_dir / SETTINGS_FILE, json.dumps(saved, indent=1) + "\n")
     return tokenizer
+
+
+def _digest(tokenizer: Tokenizer) -> str:
+    """A hash of the model bytes (source and target)."""
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(tokenizer.src_model_bytes)
+    digest.update(tokenizer.tgt_model_bytes)
+    return digest.hexdigest()
+
+
+def resolved_spec(spec: str) -> str:
+    """A corpus spec with its local path made absolute (a local prefix, or the folder of an
+    `hf:` local dataset), so that it means the same from any working directory."""
+    if not spec.startswith(HF_PREFIX):
+        return str(resolve_prefix(spec).absolute())
+    name, _, rest = spec[len(HF_PREFIX) :].partition(":")
+    folder = Path(name).expanduser()
+    return f"{HF_PREFIX}{folder.absolute()}:{rest}" if folder.is_dir() else spec
 
 
 def _has_words(table, counts) -> bool:
@@ -177,7 +203,10 @@ def _fit(train, data, options: dict, config: DataConfig, name: str) -> bytes:
     try:
         return train(data, **options)
     except ValueError as error:
-        raise ValueError(
-            f"data.vocab_size ({config.vocab_size}) does not fit the training text "
-            f"{name!r}: {error}"
-        ) from error
+        text = str(error).strip()
+        if "ocabulary size" in text:
+            raise ValueError(
+                f"data.vocab_size ({config.vocab_size}) does not fit the training text "
+                f"{name!r}: {text}"
+            ) from error
+        raise ValueError(f"SentencePiece could not be trained on {name!r}: {text}") from error

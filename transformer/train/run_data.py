@@ -36,6 +36,7 @@ def prepare_run_data(
     context: DistributedContext,
     log: Callable[[str], None] | None = print,
     poll_seconds: float = POLL_SECONDS,
+    replace_model: bool = False,
 ) -> PreparedData:
     """Rank 0 prepares the data in `train.output_dir`; every other rank waits for it, then loads it.
 
@@ -44,6 +45,8 @@ def prepare_run_data(
         context: This process's place in the job (no process group needed).
         log: Rank 0's one-line progress messages (None silences them).
         poll_seconds: Seconds between two looks at the run directory (other ranks).
+        replace_model: Rank 0 may train a new SentencePiece model beside old checkpoints (a
+            fresh start, `--no-resume`; see `prepare_data`).
 
     Returns:
         The `PreparedData` (tokenizer, training and validation pairs).
@@ -55,7 +58,9 @@ def prepare_run_data(
     run_dir = RunDirectory(config.train.output_dir)
     if context.is_main:
         run_dir.create()
-        return prepare_data(config.data, run_dir.path, train=True, log=log)
+        return prepare_data(
+            config.data, run_dir.path, train=True, log=log, replace_model=replace_model
+        )
     started = last_look = time.monotonic()
     notice, seen = FIRST_NOTICE_SECONDS, None
     while True:

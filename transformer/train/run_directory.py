@@ -22,8 +22,7 @@ import yaml
 
 from transformer.atomic import atomic_link, atomic_write_text
 from transformer.checkpoint import save_checkpoint
-from transformer.data.corpus import resolve_prefix
-from transformer.data.hf_corpus import HF_PREFIX
+from transformer.data.vocabulary import resolved_spec
 
 NUMBERED = re.compile(r"^checkpoint_(\d+)\.pt$")
 
@@ -85,8 +84,8 @@ class RunDirectory:
         """
         data, train = dict(config_dict["data"]), dict(config_dict["train"])
         for key in ("train", "valid", "test"):
-            if data.get(key) and not data[key].startswith(HF_PREFIX):
-                data[key] = str(resolve_prefix(data[key]))
+            if data.get(key):
+                data[key] = resolved_spec(data[key])
         if data.get("cache_dir"):
             data["cache_dir"] = str(Path(data["cache_dir"]).expanduser().resolve())
         train["output_dir"] = str(self.path.resolve())
