@@ -92,7 +92,7 @@ def test_the_json_summary_never_replaces_an_input(tmp_path, tiny_run, capsys):
         tmp_path,
     ):
         capsys.readouterr()
-        assert main([*argv, "--json", str(target)]) == 2, target
+        assert main([*argv, "--json", str(target)]) == 1, target
         assert "--json" in capsys.readouterr().err
     assert (run_dir / "spm.model").read_bytes() == model
 

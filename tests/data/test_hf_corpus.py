@@ -141,3 +141,47 @@ def test_a_column_without_a_sentence_is_one_line_naming_the_row(offline, tmp_pat
     )
     with pytest.raises(ValueError, match=r"row 1 has None in column 'en', not a sentence"):
         read_parallel(f"hf:{folder}::train", "en", "de")
+
+
+def test_the_fingerprint_is_the_sentences_not_the_files(offline, multi30k, tmp_path):
+    import os
+    import shutil
+
+    from transformer.data.corpus import corpus_fingerprint
+
+    en, de = multi30k
+    pairs = datasets.Dataset.from_dict(
+        {"translation": [{"en": s, "de": t} for s, t in zip(en, de, strict=True)]}
+    )
+    (tmp_path / "parquet").mkdir()
+    pairs.to_parquet(str(tmp_path / "parquet" / "train.parquet"))
+    pairs.save_to_disk(str(tmp_path / "disk"))
+    datasets.Dataset.from_dict({"en": en, "de": de}).save_to_disk(str(tmp_path / "columns"))
+    shutil.copytree(tmp_path / "parquet", tmp_path / "copy")  # a copy, then touched
+    os.utime(tmp_path / "copy" / "train.parquet", (1, 1))
+    prints = {
+        corpus_fingerprint(f"hf:{tmp_path / name}::train", "en", "de")
+        for name in ("parquet", "disk", "columns", "copy")
+    }
+    assert len(prints) == 1  # the same sentences, however they are stored
+    edited = datasets.Dataset.from_dict({"en": en[:-1] + ["changed"], "de": de})
+    edited.save_to_disk(str(tmp_path / "edited"))
+    assert corpus_fingerprint(f"hf:{tmp_path / 'edited'}::train", "en", "de") not in prints
+    assert corpus_fingerprint(f"hf:{tmp_path / 'disk'}::train", "de", "en") not in prints
+
+
+def test_local_folders_resolve_like_local_files_and_errors_name_them(
+    offline, multi30k, tmp_path, monkeypatch
+):
+    en, de = multi30k
+    splits = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"en": en, "de": de})})
+    splits.save_to_disk(str(tmp_path / "data" / "mine"))
+    monkeypatch.setenv("TRANSFORMER_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)
+    assert read_parallel("hf:mine::train", "en", "de").src == en  # like PREFIX files
+    with pytest.raises(ValueError, match=r"no split 'training'; it has train") as info:
+        read_parallel("hf:mine::training", "en", "de")
+    assert "network" not in str(info.value)
+    with pytest.raises(ValueError, match=r"local dataset '/nope'.*hf:FOLDER::SPLIT") as info:
+        read_parallel("hf:/nope::train", "en", "de")
+    assert ".." not in str(info.value)

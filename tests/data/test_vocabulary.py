@@ -105,7 +105,7 @@ def test_a_changed_setting_trains_again_and_says_which(sides, tmp_path):
         messages = []
         wanted = DataConfig(vocab_size=settings["vocab_size"])
         assert saved_tokenizer(wanted, tmp_path, settings, no_reverse, messages.append) is None
-        assert changed in messages[-1] and "training again" in messages[-1]
+        assert changed in messages[-1] and "a new one is needed" in messages[-1]
     # The same content under another name (a relative path, the folder moved): reused.
     moved = model_settings(DataConfig(vocab_size=VOCAB, train="/elsewhere/train"), "fp")
     assert saved_tokenizer(config, tmp_path, moved, no_reverse, print) is not None

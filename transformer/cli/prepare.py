@@ -23,6 +23,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
+import shlex
 import signal
 import sys
 import threading
@@ -85,23 +87,26 @@ def _prepare(args: argparse.Namespace) -> None:
     except (FileNotFoundError, ValueError) as error:
         raise UsageError(str(error)) from None
     run_dir = RunDirectory(config.train.output_dir)
-    run_dir.create()  # before the check: the summary may go into the run directory
-    if args.json:
+    if args.json:  # before any work; the summary may go into the run directory it creates
         _check_summary_path(args.json, args.config, config, run_dir.path)
+    run_dir.create()
     start = time.perf_counter()
     prepared = prepare_data(config.data, run_dir.path, train=True, log=print)
     summary = _summary(prepared, time.perf_counter() - start)
+    src, tgt = config.data.source_lang, config.data.target_lang
     print(f"prepared the data in {run_dir.path} in {summary['seconds']:.1f} s:")
     for name, split in summary["splits"].items():
         print(
             f"  {name}: {split['kept']:,} of {split['pairs']:,} pairs kept, "
-            f"{split['src_tokens']:,} + {split['tgt_tokens']:,} tokens; {split['report']}"
+            f"{split['src_tokens']:,} {src} + {split['tgt_tokens']:,} {tgt} tokens; "
+            f"{split['report']}"
         )
     for stage in prepared.stages:
         print(f"  {stage}")
-    print(
-        f"train with: transformer-train --config {args.config} {' '.join(args.overrides)}".rstrip()
-    )
+    data_dir = os.environ.get("TRANSFORMER_DATA_DIR")
+    command = ["transformer-train", "--config", args.config, *args.overrides]
+    prefix = f"TRANSFORMER_DATA_DIR={shlex.quote(data_dir)} " if data_dir else ""
+    print(f"train with: {prefix}{shlex.join(command)}")
     if args.json:
         atomic_write_text(args.json, json.dumps(summary, indent=1) + "\n")
 
@@ -120,12 +125,10 @@ def _check_summary_path(path: str, config_path: str, config, run_dir: Path) -> N
                 for lang in (data.source_lang, data.target_lang)
             ]
     cache = Path(data.cache_dir).expanduser() if data.cache_dir else run_dir / "cache"
-    try:
-        check_output_path(path, inputs, "--json")
-    except ValueError as error:
-        raise UsageError(str(error)) from None
+    in_run_dir = Path(path).resolve().parent == run_dir.resolve()
+    check_output_path(path, inputs, "--json", creates_directory=in_run_dir)  # ValueError: 1
     if cache.resolve() in Path(path).resolve().parents:
-        raise UsageError(f"--json {path} is inside the cache {cache}; give another file")
+        raise ValueError(f"--json {path} is inside the cache {cache}; give another file")
 
 
 def _summary(prepared, seconds: float) -> dict:

@@ -12,6 +12,7 @@ memory-mapped, and is read here in batches (`iter_hf`), never as one list of eve
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,28 +50,91 @@ def load_hf(spec: str, source_lang: str, target_lang: str):
     name, config, split = parse_hf_spec(spec)
     import datasets  # heavy import, only needed for `hf:` corpora
 
+    folder = local_folder(name)
     try:
-        path = Path(name).expanduser()
-        if path.is_dir() and _saved_to_disk(path):
-            loaded = datasets.load_from_disk(str(path))
-            return loaded[split] if isinstance(loaded, datasets.DatasetDict) else loaded
-        return datasets.load_dataset(name, config, split=split)
+        if folder is not None and _saved_to_disk(folder):
+            loaded = datasets.load_from_disk(str(folder))
+            if isinstance(loaded, datasets.DatasetDict):
+                if split not in loaded:
+                    raise ValueError(f"no split {split!r}; it has {', '.join(loaded)}")
+                return loaded[split]
+            return loaded
+        return datasets.load_dataset(str(folder or name), config, split=split)
     except Exception as error:  # the hub raises many types (ConnectionError, OSError, ...)
+        reason = f"{type(error).__name__}: {str(error).strip().rstrip('.')}"
+        if folder is not None or name.startswith(("/", ".", "~")):
+            raise ValueError(
+                f"could not load the local dataset {name!r} (split {split!r}) for {spec!r}: "
+                f"{reason}; give a folder written by save_to_disk or holding parquet / JSON "
+                "files, as hf:FOLDER::SPLIT"
+            ) from error
         raise ValueError(
             f"could not load Hugging Face dataset {name!r} (config {config!r}, split "
-            f"{split!r}) for {spec!r}: {type(error).__name__}: {error}. Without network "
-            "access, use local files instead: write one sentence per line to PREFIX."
-            f"{source_lang} and PREFIX.{target_lang} and set the corpus to PREFIX "
-            "(relative to TRANSFORMER_DATA_DIR), e.g. data.train=wmt14-en-de/train"
+            f"{split!r}) for {spec!r}: {reason}. Without network access, use local files "
+            f"instead: one sentence per line in PREFIX.{source_lang} and PREFIX.{target_lang}, "
+            "and the corpus set to PREFIX (relative to TRANSFORMER_DATA_DIR), e.g. "
+            "data.train=wmt14-en-de/train (and data.valid, data.test likewise)"
         ) from error
 
 
+def local_folder(name: str) -> Path | None:
+    """The local dataset folder an `hf:` NAME names, if any: a path (relative ones are
+    resolved against $TRANSFORMER_DATA_DIR when it is set and holds them, else the current
+    directory), absolute; None for a hub name."""
+    path = Path(name).expanduser()
+    base = os.environ.get("TRANSFORMER_DATA_DIR")
+    for candidate in (
+        [Path(base).expanduser() / path] if base and not path.is_absolute() else []
+    ) + [path]:
+        if candidate.is_dir():
+            return candidate.absolute()
+    return None
+
+
 def hf_fingerprint(table, spec: str, source_lang: str, target_lang: str) -> str:
-    """Cache key of a `datasets` split: its own fingerprint plus the direction."""
-    # The dataset's own content hash, not the spec: the same folder named another way is
-    # the same corpus.
-    key = f"{getattr(table, '_fingerprint', spec)}|{source_lang}|{target_lang}"
-    return hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
+    """Cache key of a `datasets` split: a hash of its sentences, source side then target.
+
+    `datasets`' own fingerprint of a folder of parquet or JSON files depends on the files'
+    paths and times, so a copy, a move or a `touch` would look like another corpus (and
+    refuse to resume a run). The sentences themselves are hashed instead, from the Arrow
+    string buffers (no Python strings: about a second per GB), chunking independent. A
+    dataset with an indices mapping (after `select` or `shuffle`) keeps its own fingerprint.
+    """
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(f"{source_lang}|{target_lang}|".encode())
+    if getattr(table, "_indices", None) is not None or not hasattr(table.data, "table"):
+        digest.update(str(getattr(table, "_fingerprint", spec)).encode())
+        return digest.hexdigest()
+    arrow = table.data.table
+    for lang in (source_lang, target_lang):
+        layout = "translation" if "translation" in arrow.column_names else lang
+        if layout not in arrow.column_names:  # iter_hf names the problem
+            continue
+        lengths = hashlib.blake2b(digest_size=16)
+        for chunk in arrow.column(layout).chunks:
+            if layout == "translation":
+                if chunk.type.get_field_index(lang) < 0:
+                    continue
+                chunk = chunk.flatten()[chunk.type.get_field_index(lang)]
+            _hash_strings(chunk, digest, lengths)
+        digest.update(lengths.digest())
+    return digest.hexdigest()
+
+
+def _hash_strings(array, digest, lengths) -> None:
+    """Feed a (large) string array's characters to `digest` and its lengths to `lengths`."""
+    import numpy as np
+
+    if len(array) == 0:
+        return
+    width = np.int64 if str(array.type) in ("large_string", "large_utf8") else np.int32
+    offsets = np.frombuffer(array.buffers()[1], dtype=width)[
+        array.offset : array.offset + len(array) + 1
+    ]
+    data = array.buffers()[2]
+    if data is not None:
+        digest.update(memoryview(data)[int(offsets[0]) : int(offsets[-1])])
+    lengths.update(np.diff(offsets).astype(np.int64).tobytes())
 
 
 def iter_hf(

@@ -127,9 +127,9 @@ def prepare_data(
         ):
             raise FileExistsError(
                 f"{output_dir} holds checkpoints ({checkpoints[0]}, ...) trained with its "
-                "SentencePiece model, and its spm.json differs from these data settings: use "
-                "another train.output_dir, or start this one fresh (transformer-train "
-                "--no-resume); nothing was replaced"
+                "SentencePiece model, which these data settings would replace (see the line "
+                "above): nothing was replaced. Use another train.output_dir, or start this run "
+                "over with transformer-train --no-resume (it sets the checkpoints aside)"
             )
     result = PreparedData(tokenizer, None, None, [], [], stages=job.stages.records)
     try:

@@ -24,7 +24,7 @@ from transformer.atomic import atomic_write_text
 from transformer.data.config import DataConfig
 from transformer.data.corpus import resolve_prefix
 from transformer.data.encoding import CollectedWords
-from transformer.data.hf_corpus import HF_PREFIX
+from transformer.data.hf_corpus import HF_PREFIX, local_folder
 from transformer.data.tokenizer import Tokenizer
 from transformer.data.word_encoding import word_counts
 
@@ -55,7 +55,11 @@ def model_settings(config: DataConfig, fingerprint: str) -> dict:
 def _changes(saved: dict, wanted: dict, reversed_fingerprint: Callable[[], str]) -> list[str]:
     """The settings that differ (a joint model serves both directions of the same corpus)."""
     ignored = ("train", "fingerprint", "languages", "model")
-    changed = [k for k in wanted if k not in ignored and saved.get(k) != wanted[k]]
+    changed = [
+        f"{k} {saved.get(k)!r} -> {wanted[k]!r}"
+        for k in wanted
+        if k not in ignored and saved.get(k) != wanted[k]
+    ]
     same_direction = saved.get("languages") == wanted["languages"]
     if same_direction:
         if saved.get("fingerprint") != wanted["fingerprint"]:
@@ -114,7 +118,8 @@ def saved_tokenizer(
     else:  # a run directory from before spm.json: only the size can be compared
         changed = [] if sizes == {config.vocab_size} else ["vocab_size"]
     if changed:
-        log(f"{paths[0]} was trained with other settings ({', '.join(changed)}); training again")
+        settings_text = "; ".join(changed)
+        log(f"{paths[0]} was trained with other settings ({settings_text}): a new one is needed")
         return None
     log(f"reusing SentencePiece model {', '.join(map(str, paths))}")
     return tokenizer
@@ -187,8 +192,8 @@ def resolved_spec(spec: str) -> str:
     if not spec.startswith(HF_PREFIX):
         return str(resolve_prefix(spec).absolute())
     name, _, rest = spec[len(HF_PREFIX) :].partition(":")
-    folder = Path(name).expanduser()
-    return f"{HF_PREFIX}{folder.absolute()}:{rest}" if folder.is_dir() else spec
+    folder = local_folder(name)
+    return f"{HF_PREFIX}{folder}:{rest}" if folder is not None else spec
 
 
 def _has_words(table, counts) -> bool:
