@@ -196,3 +196,14 @@ def test_the_saved_config_resumes_the_run_from_any_directory(tmp_path, tiny_run,
     assert main(["--config", saved_path, "train.max_steps=3"]) == 0
     assert [r["step"] for r in tiny_run.records(tmp_path / "run")] == [1, 2, 3]
     assert not any(elsewhere.iterdir())  # nothing written where it was started
+
+
+def test_resuming_with_another_model_size_names_the_keys(tmp_path, tiny_run, capsys):
+    run_dir = tmp_path / "run"
+    argv = ["--config", str(tiny_run.config_path), *tiny_run.fast, f"train.output_dir={run_dir}"]
+    assert main([*argv, "train.max_steps=1", "train.save_interval_steps=1"]) == 0
+    capsys.readouterr()
+    assert main([*argv, "train.max_steps=2", "model.d_model=32", "model.d_ff=64"]) == 1
+    error = capsys.readouterr().err.strip()
+    assert "model.d_model: 64 there, 32 now" in error and "model.d_ff: 128 there, 64 now" in error
+    assert len(error) < 400 and "\n" not in error

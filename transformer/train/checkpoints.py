@@ -103,11 +103,8 @@ def restore_training_checkpoint(
             tied matrix differ (`check_tied_weights`), or the file holds no training state (an
             averaged checkpoint), naming `path`.
     """
-    missing = [
-        k
-        for k in ("optimizer", "lr_scheduler", "data_position", "train_state")
-        if k not in checkpoint
-    ]
+    needed = ("optimizer", "lr_scheduler", "data_position", "train_state")
+    missing = [k for k in needed if k not in checkpoint]
     if missing:
         raise ValueError(
             f"{path} cannot be resumed: it has no {', '.join(missing)} (an averaged or "
@@ -119,8 +116,8 @@ def restore_training_checkpoint(
         unwrap_model(model).load_state_dict(weights)
     except RuntimeError as error:
         raise ValueError(
-            f"{path} does not fit the configured model (use --no-resume or another "
-            f"train.output_dir): {error}"
+            f"{path} does not fit the configured model ({_difference(checkpoint, model)}); "
+            "use --no-resume or another train.output_dir"
         ) from error
     optimizer.load_state_dict(checkpoint["optimizer"])
     schedule.load_state_dict(checkpoint["lr_scheduler"])
@@ -282,3 +279,20 @@ class TrainingCheckpoints:
             )
             seed_everything(self.config.train.seed + state.step + self.context.rank)
         return state
+
+
+def _difference(checkpoint: dict, model: torch.nn.Module) -> str:
+    """What differs from `model`, briefly: saved model.* keys, else the first tensor's shape."""
+    saved = (checkpoint.get("config") or {}).get("model") or {}
+    config = getattr(unwrap_model(model), "config", None)
+    if saved and config is not None:
+        ours = dataclasses.asdict(config)
+        plain = lambda value: list(value) if isinstance(value, list | tuple) else value  # noqa: E731
+        keys = [k for k in ours if k in saved and plain(saved[k]) != plain(ours[k])]
+        if keys:
+            return ", ".join(f"model.{k}: {saved[k]!r} there, {ours[k]!r} now" for k in keys)
+    own = unwrap_model(model).state_dict()
+    for name, tensor in strip_wrapper_prefixes(checkpoint["model"]).items():
+        if name in own and tuple(own[name].shape) != tuple(tensor.shape):
+            return f"{name} is {tuple(tensor.shape)} there, {tuple(own[name].shape)} here"
+    return "other parameter names"
