@@ -293,6 +293,10 @@ def test_resuming_with_another_sentencepiece_model_is_refused(tmp_path, tiny_run
     unigram = [*common, f"train.output_dir={other}", "data.spm_model_type=unigram"]
     Trainer(tiny_run.load(unigram)).train()
     shutil.copy(other / "spm.model", run_dir / "spm.model")  # same size, other pieces
+    resume = [*common, f"train.output_dir={run_dir}", "train.max_steps=3"]
+    with pytest.raises(FileExistsError, match="holds checkpoints"):  # spm.json: another model
+        Trainer(tiny_run.load(resume))
+    (run_dir / "spm.json").unlink()  # a run directory from before spm.json: sizes only
     last = run_dir / "checkpoint_last.pt"
     with pytest.raises(ValueError, match=rf"^{re.escape(str(last))} was trained with another "):
         Trainer(tiny_run.load([*common, f"train.output_dir={run_dir}", "train.max_steps=3"]))
