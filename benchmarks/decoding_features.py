@@ -13,11 +13,12 @@
    ratios measure the per-step cost of each feature. The modes take turns batch by batch, for
    `--rounds` rounds after a warm-up one; a mode's time is the sum over batches of its best
    round (robust on a shared machine), reported as sentences/s and as a ratio to greedy, with
-   the median over rounds and each round's seconds. The
-   model is `--checkpoint`'s, else a random model of `configs/multi30k.yaml`'s size (d_model
-   256, 3 + 3 layers, 8000 BPE pieces trained on Multi30k). Speed does not depend on the
-   weights, but for top-p's: a random model's distributions are nearly flat, top-p's worst
-   case (its nucleus is most of the vocabulary). The "(peaked)" modes multiply the logits so
+   the median over rounds and each round's seconds. The model is `--checkpoint`'s, else a
+   random model of `configs/multi30k.yaml`'s size (d_model 256, 3 + 3 layers, 8000 BPE pieces
+   trained on Multi30k; `--vocab-size` widens its output layer, e.g. to the paper's 32000,
+   the source ids staying those of the 8000 pieces). Speed does not depend on the weights,
+   but for top-p's: a random model's distributions are nearly flat, top-p's worst case (its
+   nucleus is most of the vocabulary). The "(peaked)" modes multiply the logits so
    that their standard deviation is 8 (a stand-in for a trained model's peaked distributions,
    not measured on one here) and time greedy search and top-p on that.
 2. Streaming memory. `transformer-translate --greedy` (a small random model, outputs of at
@@ -102,7 +103,8 @@ def _model(args) -> tuple[Transformer, Tokenizer]:
     texts = read_lines(multi30k / "train.en") + read_lines(multi30k / "train.de")
     tokenizer = Tokenizer(Tokenizer.train(texts, 8000))
     section = load_config(REPO / "configs" / "multi30k.yaml").model
-    config = dataclasses.replace(section, vocab_size=tokenizer.vocab_size, dropout=0.0)
+    vocab_size = args.vocab_size or tokenizer.vocab_size  # the searches read ids only
+    config = dataclasses.replace(section, vocab_size=vocab_size, dropout=0.0)
     torch.manual_seed(0)
     return Transformer(config).eval(), tokenizer
 
@@ -256,6 +258,12 @@ def streaming_memory(args) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", help="model to time (default: random, Multi30k size)")
+    parser.add_argument(
+        "--vocab-size",
+        type=int,
+        help="output vocabulary of the random model (default: its tokenizer's 8000 pieces; "
+        "32000 for the paper's EN-DE size)",
+    )
     parser.add_argument("--sentences", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--length", type=int, default=20, help="output tokens of every mode")
@@ -264,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stream-lines", type=int, nargs="*", default=[10000, 100000])
     parser.add_argument("--skip-throughput", action="store_true")
     args = parser.parse_args(argv)
+    if args.vocab_size is not None and (args.checkpoint or args.vocab_size < 8000):
+        parser.error("--vocab-size sizes the random model: at least 8000, without --checkpoint")
     torch.set_num_threads(args.threads)
     result = {"threads": args.threads, "batch_size": args.batch_size, "length": args.length}
     if not args.skip_throughput:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from benchmarks import decoding_features
 
 
@@ -22,3 +24,13 @@ def test_throughput_and_streaming_report_every_mode(
     assert all(mode["sentences_per_second"] > 0 for mode in modes.values())
     assert set(result["streaming"]) == {"30", "60", "60 (one chunk: --buffer-size 60)"}
     assert all(run["peak_rss_mib"] > 0 for run in result["streaming"].values())
+
+
+def test_vocab_size_is_for_the_random_model_only(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        decoding_features.main(["--checkpoint", str(tmp_path / "c.pt"), "--vocab-size", "32000"])
+    assert exit_.value.code == 2
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error.endswith(
+        "error: --vocab-size sizes the random model: at least 8000, without --checkpoint"
+    )

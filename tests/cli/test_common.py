@@ -20,7 +20,6 @@ from transformer.cli.common import (
     check_distinct_outputs,
     check_output_path,
     checkpoint_file,
-    decoding_config,
     one_line,
     run,
     warn_capped_lines,
@@ -117,12 +116,6 @@ def test_other_exceptions_are_bugs_and_keep_their_traceback():
 
     with pytest.raises(KeyError):
         run(_parser(), work, [])
-
-
-def test_decoding_options_are_named_as_on_the_command_line():
-    args = argparse.Namespace(beam_size=None, length_penalty_style=None, max_tokens=0)
-    with pytest.raises(UsageError, match=r"^--max-tokens \(0\) must be at least 1$"):
-        decoding_config(args)
 
 
 def test_one_line():

@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from transformer.cli.common import add_decoding_arguments
+from transformer.cli.decode_options import add_decoding_arguments
 from transformer.config import config_from_dict
 from transformer.decode.config import LENGTH_PENALTY_STYLES, MAX_LENGTH_PENALTY, DecodeConfig
 

@@ -6,7 +6,8 @@
 - `score.py`: `transformer-score` (log P(target | source) of given pairs);
 - `attention.py`: `transformer-attention`; `export.py`: `transformer-export`;
 - `plot.py`: `transformer-plot` (a run's training curves);
-- `common.py`: what they share (decoding options, devices, files, exit codes).
+- `common.py`: what they share (devices, files, exit codes); `decode_options.py`: the
+  decoding options of translate and evaluate, defined once.
 
 Nothing outside this folder imports from it.
 """

@@ -28,11 +28,11 @@ from transformer.cli.common import (
     check_distinct_outputs,
     check_output_path,
     checkpoint_file,
-    decoding_config,
     device_option,
     file_name,
     run,
 )
+from transformer.cli.decode_options import decoding_config
 from transformer.evaluate.attention_maps import KINDS, attention_weights
 from transformer.evaluate.plot import draw_attention, image_format
 

@@ -1,4 +1,7 @@
-"""What every console script shares: the exit status, decoding options, devices, files.
+"""What every console script shares: the exit status, devices, files, output limits.
+
+The decoding options of transformer-translate and transformer-evaluate are defined once in
+`transformer.cli.decode_options`.
 
 Exit status of every command (`run`, which every `main` calls):
 
@@ -22,19 +25,15 @@ Exit status of every command (`run`, which every `main` calls):
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import os
-import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-from transformer.cpu.onednn import LINEAR_KERNELS
 from transformer.data.corpus import decode_lines
-from transformer.decode.config import LENGTH_PENALTY_STYLES, DecodeConfig
 from transformer.device import resolve_device
 
 
@@ -193,73 +192,6 @@ def check_distinct_outputs(outputs: list[tuple[Path | None, str]]) -> None:
             )
             if same:
                 raise UsageError(f"{first_flag} and {second_flag} name the same file ({first})")
-
-
-DECODE_OPTIONS = tuple(field.name for field in dataclasses.fields(DecodeConfig))
-
-
-def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
-    """Decoding options shared by transformer-translate and transformer-evaluate.
-
-    Options left unset take the checkpoint's `decode:` section (`DecodeConfig`), whose defaults
-    are the paper's (section 6.1): beam 4, alpha 0.6, maximum output length = input + 50.
-    One `--x-y` option per search field `x_y` of `DecodeConfig` (sampling's are in translate.py),
-    plus `--greedy` and `--device`; their values are checked by `decoding_config`.
-    """
-    group = parser.add_argument_group(
-        "decoding (default: the checkpoint's decode section, i.e. the paper's settings)"
-    )
-    group.add_argument("--beam-size", type=int, help="beams per sentence (paper: 4)")
-    group.add_argument(
-        "--greedy", action="store_true", help="greedy decoding instead of beam search"
-    )
-    group.add_argument(
-        "--length-penalty", type=float, help="alpha of the length penalty (paper: 0.6)"
-    )
-    group.add_argument(
-        "--length-penalty-style",
-        choices=LENGTH_PENALTY_STYLES,
-        help="gnmt: ((5+|Y|)/6)^alpha (the paper's, default); power: |Y|^alpha",
-    )
-    group.add_argument(
-        "--max-len-a", type=float, help="max output length = a * source length + b (a = 1)"
-    )
-    group.add_argument("--max-len-b", type=int, help="(b = 50)")
-    group.add_argument("--max-tokens", type=int, help="source tokens per batch (4096)")
-    group.add_argument(
-        "--device", default="auto", help="cpu, cuda, cuda:N or auto (cuda when available)"
-    )
-    group.add_argument(
-        "--linear-kernel",
-        choices=LINEAR_KERNELS,
-        default="auto",
-        help="float32 CPU products: auto (oneDNN on x86-64 CPUs), onednn, or torch "
-        "(torch.nn.functional.linear, for like-for-like comparisons)",
-    )
-
-
-def decoding_config(args: argparse.Namespace, decode: DecodeConfig | None = None) -> DecodeConfig:
-    """The decoding options given on the command line over `decode`, checked by `DecodeConfig`.
-
-    Called once before the model loads with `decode` None, which checks the given options
-    alone (against the paper's defaults for the others), so that a typo fails in seconds; and
-    once with the checkpoint's section, for the settings actually used.
-
-    Args:
-        args: Parsed options of `add_decoding_arguments` (None or absent = not given).
-        decode: The checkpoint's decode section; None means `DecodeConfig()` (the paper's).
-
-    Raises:
-        UsageError: `DecodeConfig`'s message, with `--beam-size` for `decode.beam_size`.
-    """
-    given = {name: getattr(args, name, None) for name in DECODE_OPTIONS}
-    try:
-        return (decode or DecodeConfig()).override(**given)  # --top-p needs --sampling, too
-    except ValueError as error:
-        message = re.sub(
-            r"\bdecode\.(\w+)", lambda m: "--" + m.group(1).replace("_", "-"), str(error)
-        )
-        raise UsageError(message) from None
 
 
 def warn_capped_lines(prog: str, translator, lines: list[str], settings: dict, first=1) -> None:

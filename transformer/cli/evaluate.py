@@ -6,6 +6,8 @@
     transformer-evaluate --checkpoint ckpt.pt --test-set wmt14/full --langpair en-de
     # score an existing hypothesis file, no checkpoint needed
     transformer-evaluate --hyp hyp.de --ref newstest2014.de
+    # sampled translations, as transformer-translate samples them with the same options
+    transformer-evaluate --checkpoint ckpt.pt --src test.en --ref test.de --sampling --seed 1
 
 Prints three labelled scores (see `transformer.evaluate.bleu`): sacreBLEU BLEU and chrF with their
 signatures, and the tokenized BLEU with compound splitting that the paper's 27.3 / 28.4 measure.
@@ -14,9 +16,12 @@ decoding settings: by default next to the checkpoint as `<checkpoint>.<test>.hyp
 checkpoint's `data.target_lang`, e.g. `avg.newstest2014.hyp.de`) and `<checkpoint>.<test>.json`;
 `--output-dir` (created when missing), `--hyp-out` and `--json` (whose directories must exist)
 choose other places. Both are written atomically (`transformer.atomic`). `--checkpoint` may name
-a run directory: its `checkpoint_best.pt`, else `checkpoint_last.pt` (named on stderr). Exit
-status: the rule of `transformer.cli.common` (0 ok, 2 wrong command line, 1 the work could not
-be done, 130 interrupted).
+a run directory: its `checkpoint_best.pt`, else `checkpoint_last.pt` (named on stderr).
+The decoding options are transformer-translate's (`transformer.cli.decode_options`): the same
+options give the same hypotheses, sampled ones included (`--sampling`; without `--seed` a seed
+is drawn at random and written in the JSON, so that the same samples can be drawn again).
+Exit status: the rule of `transformer.cli.common` (0 ok, 2 wrong command line, 1 the work could
+not be done, 130 interrupted).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import secrets
 import sys
 import time
 from pathlib import Path
@@ -31,17 +37,16 @@ from pathlib import Path
 from transformer.atomic import atomic_write_text
 from transformer.cli.common import (
     UsageError,
-    add_decoding_arguments,
     check_distinct_outputs,
     check_output_path,
     checkpoint_file,
-    decoding_config,
     device_option,
     file_name,
     one_line,
     run,
     warn_capped_lines,
 )
+from transformer.cli.decode_options import add_decoding_arguments, decoding_config
 from transformer.data.corpus import read_lines
 from transformer.evaluate.bleu import corpus_scores, format_scores
 from transformer.evaluate.sacrebleu_sets import fetch_test_set
@@ -106,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--json", type=file_name, help="JSON file to write (overrides --output-dir)"
     )
-    add_decoding_arguments(parser)
+    add_decoding_arguments(parser)  # the search and sampling options, as transformer-translate's
     return parser
 
 
@@ -165,11 +170,11 @@ def main(argv: list[str] | None = None) -> int:
 
     Returns:
         The exit status, by the rule of `transformer.cli.common`: 0 on success; 2 for a wrong
-        command line (options that do not name one job, a decoding option out of range, an
-        unknown `--device`); 1 after a one-line error when the work cannot be done (missing
-        or mismatched files, a bad checkpoint or a `--checkpoint` directory without one, an
-        unreachable sacreBLEU test set, an output that would overwrite an input or whose
-        directory does not exist).
+        command line (options that do not name one job, a decoding option out of range,
+        `--greedy` with `--sampling`, a sampling option without it, an unknown `--device`);
+        1 after a one-line error when the work cannot be done (missing or mismatched files,
+        a bad checkpoint or a `--checkpoint` directory without one, an unreachable sacreBLEU
+        test set, an output that would overwrite an input or whose directory does not exist).
     """
     return run(build_parser(), _evaluate, argv)
 
@@ -214,6 +219,8 @@ def _evaluate(args: argparse.Namespace) -> None:
         )
         _check_outputs(args, [(hyp_out, "--hyp-out"), (json_out, "--json")], inputs)
         decode = decoding_config(args, translator.config.decode)
+        if decode.sampling and decode.seed is None:  # drawn here, so the report can give it
+            decode = dataclasses.replace(decode, seed=secrets.randbelow(2**63))
         settings = dict(dataclasses.asdict(decode), greedy=args.greedy)
         warn_capped_lines(PROG, translator, src_lines, settings)
         start = time.perf_counter()

@@ -34,11 +34,11 @@ from transformer.cli.common import (
     UsageError,
     check_output_path,
     checkpoint_file,
-    decoding_config,
     device_option,
     file_name,
     run,
 )
+from transformer.cli.decode_options import decoding_config
 from transformer.cpu.onednn import LINEAR_KERNELS
 from transformer.decode.config import LENGTH_PENALTY_STYLES
 from transformer.decode.stream import chunks, count_lines, read_lines_lazily

@@ -50,16 +50,15 @@ from tqdm import tqdm
 from transformer.atomic import atomic_write
 from transformer.cli.common import (
     UsageError,
-    add_decoding_arguments,
     check_output_path,
     checkpoint_file,
-    decoding_config,
     device_option,
     file_name,
     one_line,
     run,
     warn_capped_lines,
 )
+from transformer.cli.decode_options import add_decoding_arguments, decoding_config
 from transformer.decode.alignment import check_layer, pharaoh
 from transformer.decode.config import DecodeConfig
 from transformer.decode.stream import count_lines, read_lines_lazily, translate_stream
@@ -99,20 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="write exactly N lines 'index ||| translation ||| score' per input line "
         "(an empty line: N lines with score 0; missing hypotheses: empty, score -inf)",
     )
-    add_decoding_arguments(parser)
+    add_decoding_arguments(parser)  # the search and sampling options, as transformer-evaluate's
     _add_features(parser)
     return parser
 
 
 def _add_features(parser: argparse.ArgumentParser) -> None:
-    """Options beyond the paper's search: sampling, prefixes, alignments, streaming."""
-    group = parser.add_argument_group("sampling (instead of beam search, e.g. back-translation)")
-    group.add_argument("--sampling", action="store_true", default=None, help="sample each token")
-    group.add_argument("--temperature", type=float, help="> 0 (default 1; near 0: greedy)")
-    group.add_argument("--top-k", type=int, help="only the k most probable tokens (0: all)")
-    group.add_argument("--top-p", type=float, help="only the most probable tokens of mass p")
-    group.add_argument("--num-samples", type=int, help="samples per line (--nbest N prints N)")
-    group.add_argument("--seed", type=int, help="seed of the samples (default: random)")
+    """Options beyond decoding a file line by line: prefixes, alignments, streaming."""
     group = parser.add_argument_group("input and output")
     group.add_argument(
         "--print-alignment", action="store_true", help="append ' ||| ' and the word alignment"
@@ -222,9 +214,8 @@ def _output(args, index: int, translations: list, blank: bool) -> str:
 
 
 def _check_options(args, decode: DecodeConfig, model=None) -> None:
-    """Refuse options at odds with each other or, given `model`, with the checkpoint (exit 2)."""
-    if args.greedy and decode.sampling:
-        raise UsageError("--greedy and --sampling exclude each other")
+    """Refuse options at odds with each other or, given `model`, with the checkpoint (exit 2);
+    `decoding_config` has checked the decoding options (--greedy with --sampling, too)."""
     if args.nbest > 1 and args.greedy:
         raise UsageError(f"--nbest ({args.nbest}) needs beam search, not --greedy")
     if args.buffer_size < 1:

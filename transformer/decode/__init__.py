@@ -3,7 +3,7 @@
 - `config.py`: `DecodeConfig`, the `decode:` section (beam search and sampling settings);
 - `search.py`: what the searches share (hypotheses, length penalty, step-wise decoding);
 - `greedy.py`: greedy search; `beam_search.py`: batched beam search; `sampling.py`:
-  temperature / top-k / top-p sampling;
+  temperature / top-k / top-p sampling; `nucleus.py`: top-p's nucleus, found without sorting;
 - `prefix.py`: forced target prefixes; `ensemble.py`: several models averaging probabilities;
 - `scoring.py`: log P(Y | X) of given pairs; `alignment.py`: word alignments (Pharaoh);
 - `inputs.py`, `batched.py`, `generation.py`: checking a call, batching it, one batch of it;

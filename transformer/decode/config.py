@@ -3,9 +3,9 @@
 `DecodeConfig` is the one rule set for decoding settings. Every way in builds one and lets it
 check the values: the YAML config (`transformer.config`), the Python API (`Translator`, whose
 defaults are its checkpoint's section, overridden by `DecodeConfig.override`) and the command
-line (`transformer.cli.common.decoding_config`, which says `--beam-size` where the message says
-`decode.beam_size`). The searches, the length penalty and the batching below them trust what
-they are given.
+line (`transformer.cli.decode_options.decoding_config`, which says `--beam-size` where the
+message says `decode.beam_size`). The searches, the length penalty and the batching below them
+trust what they are given.
 """
 
 from __future__ import annotations

@@ -1,0 +1,107 @@
+"""The decoding options of transformer-translate and transformer-evaluate: one definition.
+
+Both commands add the same options (`add_decoding_arguments`) and turn them into the settings
+they decode with the same way (`decoding_config`), so that the two decode a file alike for the
+same command line (sampling included: the same `--seed` draws the same samples). Each
+`--x-y` option stands for the field `x_y` of `DecodeConfig`; an option left unset takes the
+checkpoint's `decode:` section, whose defaults are the paper's (section 6.1: beam 4, alpha 0.6,
+maximum output length = input + 50). The values are checked by `DecodeConfig` alone (the one
+rule set of `transformer.decode.config`), whose messages name `--x-y` here instead of
+`decode.x_y`; the command line adds one rule of its own: `--greedy` excludes sampling.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+
+from transformer.cli.common import UsageError
+from transformer.cpu.onednn import LINEAR_KERNELS
+from transformer.decode.config import LENGTH_PENALTY_STYLES, DecodeConfig
+
+DECODE_OPTIONS = tuple(field.name for field in dataclasses.fields(DecodeConfig))
+
+
+def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the search options, the sampling options, `--device` and `--linear-kernel`.
+
+    Every option but `--greedy`, `--device` and `--linear-kernel` defaults to None ("not
+    given": the checkpoint's section decides); `decoding_config` checks them.
+    """
+    group = parser.add_argument_group(
+        "decoding (default: the checkpoint's decode section, i.e. the paper's settings)"
+    )
+    group.add_argument("--beam-size", type=int, help="beams per sentence (paper: 4)")
+    group.add_argument(
+        "--greedy", action="store_true", help="greedy decoding instead of beam search"
+    )
+    group.add_argument(
+        "--length-penalty", type=float, help="alpha of the length penalty (paper: 0.6)"
+    )
+    group.add_argument(
+        "--length-penalty-style",
+        choices=LENGTH_PENALTY_STYLES,
+        help="gnmt: ((5+|Y|)/6)^alpha (the paper's, default); power: |Y|^alpha",
+    )
+    group.add_argument(
+        "--max-len-a", type=float, help="max output length = a * source length + b (a = 1)"
+    )
+    group.add_argument("--max-len-b", type=int, help="(b = 50)")
+    group.add_argument("--max-tokens", type=int, help="source tokens per batch (4096)")
+    group.add_argument(
+        "--device", default="auto", help="cpu, cuda, cuda:N or auto (cuda when available)"
+    )
+    group.add_argument(
+        "--linear-kernel",
+        choices=LINEAR_KERNELS,
+        default="auto",
+        help="float32 CPU products: auto (oneDNN on x86-64 CPUs), onednn, or torch "
+        "(torch.nn.functional.linear, for like-for-like comparisons)",
+    )
+    group = parser.add_argument_group(
+        "sampling (instead of beam search, e.g. back-translation; transformer.decode.sampling)"
+    )
+    group.add_argument("--sampling", action="store_true", default=None, help="sample each token")
+    group.add_argument("--temperature", type=float, help="> 0 (default 1; near 0: greedy)")
+    group.add_argument("--top-k", type=int, help="only the k most probable tokens (0: all)")
+    group.add_argument("--top-p", type=float, help="only the most probable tokens of mass p")
+    group.add_argument(
+        "--num-samples",
+        type=int,
+        help="samples per line: the best scored is the translation (translate's --nbest N "
+        "prints N)",
+    )
+    group.add_argument("--seed", type=int, help="seed of the samples (default: random)")
+
+
+def decoding_config(args: argparse.Namespace, decode: DecodeConfig | None = None) -> DecodeConfig:
+    """The decoding options given on the command line over `decode`, checked by `DecodeConfig`.
+
+    Called once before the model loads with `decode` None, which checks the given options
+    alone (against the paper's defaults for the others), so that a typo fails in seconds; and
+    once with the checkpoint's section, for the settings actually used.
+
+    Args:
+        args: Parsed options of `add_decoding_arguments` (None or absent = not given; a
+            command without `--greedy`, as transformer-score, never has it set).
+        decode: The checkpoint's decode section; None means `DecodeConfig()` (the paper's).
+
+    Returns:
+        The settings to decode with.
+
+    Raises:
+        UsageError: `DecodeConfig`'s message, with `--beam-size` for `decode.beam_size`; or
+            `--greedy` with sampling (given or the checkpoint's).
+    """
+    given = {name: getattr(args, name, None) for name in DECODE_OPTIONS}
+    try:
+        config = (decode or DecodeConfig()).override(**given)  # --top-p needs --sampling, too
+    except ValueError as error:
+        message = re.sub(
+            r"\bdecode\.(\w+)", lambda m: "--" + m.group(1).replace("_", "-"), str(error)
+        )
+        raise UsageError(message) from None
+    if getattr(args, "greedy", False) and config.sampling:
+        raise UsageError("--greedy and --sampling exclude each other")
+    return config
