@@ -12,6 +12,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 RUNNABLE = (
     "benchmark",
+    "cpu_malloc",
     "cpu_step_time",
     "ctranslate2_decoding",
     "decoding_features",

@@ -131,3 +131,14 @@ def test_an_update_larger_than_an_epoch_is_refused_before_it_fills_memory(tmp_pa
     overrides[-1] = "train.tokens_per_update=1000000000"
     with pytest.raises(ValueError, match=r"one update needs \d+ micro-batches per process"):
         Trainer(tiny_run.load(overrides))
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_cpu_training_keeps_freed_memory_unless_told_not_to(tmp_path, tiny_run, monkeypatch, keep):
+    import transformer.train.trainer as trainer_module
+
+    calls = []
+    monkeypatch.setattr(trainer_module, "keep_freed_memory", lambda: calls.append(1) or True)
+    overrides = [*tiny_run.fast, f"train.output_dir={tmp_path}", "train.max_steps=1"]
+    Trainer(tiny_run.load(overrides + [f"train.keep_freed_memory={str(keep).lower()}"]))
+    assert calls == ([1] if keep else [])

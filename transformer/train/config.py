@@ -83,6 +83,9 @@ class TrainConfig:
         num_threads: torch.set_num_threads for CPU training, 1 to 1024; null = torch's default.
         flush_denormal: torch.set_flush_denormal(True), a guard: CPUs compute slowly on
             denormal floats.
+        keep_freed_memory: CPU training: glibc's malloc keeps the memory of freed tensors for
+            the next step instead of unmapping it (fewer page faults, faster: BENCHMARKS.md;
+            the process keeps the memory of its largest step); `transformer.cpu.malloc`.
 
     Raises:
         ValueError: for a value out of range, naming the key.
@@ -123,6 +126,7 @@ class TrainConfig:
     skip_nonfinite: bool = False
     num_threads: int | None = None
     flush_denormal: bool = True
+    keep_freed_memory: bool = True
 
     def __post_init__(self) -> None:
         choices = {

@@ -23,6 +23,7 @@ import torch
 from tqdm import tqdm
 
 from transformer.config import Config, config_to_dict
+from transformer.cpu.malloc import keep_freed_memory
 from transformer.cpu.onednn import swap_linear_layers, use_onednn
 from transformer.data.batching import BatchIterator
 from transformer.data.prepare import PreparedData
@@ -94,6 +95,8 @@ class Trainer:
         if train.num_threads:
             torch.set_num_threads(train.num_threads)
         torch.set_flush_denormal(train.flush_denormal)
+        if train.keep_freed_memory and self.device.type == "cpu":  # one process-wide switch
+            keep_freed_memory()  # glibc's malloc reuses freed tensors' pages (cpu/malloc.py)
         self.precision = resolve_precision(train.precision, self.device)
         allow_tf32(self.device)  # float32 products on CUDA's tensor cores (train/precision.py)
         if train.deterministic:  # before the first matrix product (cuBLAS's workspace)
@@ -230,10 +233,8 @@ class Trainer:
             if state.step >= train.max_steps:
                 stop = "max_steps"
                 break
-            if (
-                train.max_epochs is not None
-                and self.batches.state_dict()["epoch"] > train.max_epochs
-            ):
+            epoch = self.batches.state_dict()["epoch"]  # of the next update
+            if train.max_epochs is not None and epoch > train.max_epochs:
                 stop = "max_epochs"
                 break
             micro_batches = next(stream)  # update_freq batches
