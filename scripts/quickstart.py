@@ -84,9 +84,19 @@ def find_multi30k(download_dir: Path) -> Path:
 
 
 def run(command: list[str]) -> None:
-    """Echo and run a command; exit with its status if it fails."""
-    print("+ " + shlex.join(command), flush=True)
-    status = subprocess.run(command, cwd=REPO).returncode
+    """Echo and run a command; exit with its status if it fails.
+
+    Its OpenMP threads sleep at once when they wait (`OMP_WAIT_POLICY=PASSIVE`, unless the
+    environment sets it): spinning threads slow a multi-threaded run many times over when
+    another job takes a core, and cost nothing measurable alone (BENCHMARKS.md, "CPU
+    training: kernel time"). libgomp reads it when torch starts, so it goes in the
+    subprocess's environment.
+    """
+    env = dict(os.environ)
+    shown = "" if "OMP_WAIT_POLICY" in env else "OMP_WAIT_POLICY=PASSIVE "
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    print("+ " + shown + shlex.join(command), flush=True)
+    status = subprocess.run(command, cwd=REPO, env=env).returncode
     if status != 0:
         sys.exit(f"quickstart: command failed with exit status {status}: {shlex.join(command)}")
 

@@ -17,10 +17,10 @@ import pytest
 import torch
 
 from transformer.decode.greedy import greedy_search
+from transformer.decode.inversion import draw
 from transformer.decode.nucleus import nucleus_weights, select_nucleus
+from transformer.decode.nucleus_draw import exact_nucleus_draw
 from transformer.decode.sampling import (
-    draw,
-    nucleus_draw,
     sample_search,
     sampling_weights,
     stream_seed,
@@ -127,7 +127,7 @@ def test_draw_walks_long_rows_block_by_block():
     ]
 
 
-def test_nucleus_draws_give_each_token_its_nucleus_probability():
+def test_exact_nucleus_draws_give_each_token_its_nucleus_probability():
     """Inversion: of N evenly spread u, a token of probability q gets q * N of them, up to
     one. Flat rows draw over the vocabulary, peaked ones among their few candidates; a row
     draws alike in any batch."""
@@ -141,14 +141,14 @@ def test_nucleus_draws_give_each_token_its_nucleus_probability():
     probs = nucleus_weights(log_probs, top_p)
     probs = probs / probs.sum(dim=-1, keepdim=True)
     for row in range(4):
-        tokens = nucleus_draw(log_probs[row].expand(n, -1), top_p, uniforms.float())
+        tokens = exact_nucleus_draw(log_probs[row].expand(n, -1), top_p, uniforms.float())
         counts = torch.bincount(tokens, minlength=1000)
         assert counts[probs[row].eq(0)].sum() == 0  # only nucleus tokens
         assert (counts / n - probs[row]).abs().max() <= 1 / n + 1e-6
     mixed = torch.stack([log_probs[row % 4] for row in [3, 0, 2, 1, 1, 3]])
     u = torch.rand(6, generator=generator)
-    alone = [int(nucleus_draw(mixed[r : r + 1], top_p, u[r : r + 1])) for r in range(6)]
-    assert nucleus_draw(mixed, top_p, u).tolist() == alone
+    alone = [int(exact_nucleus_draw(mixed[r : r + 1], top_p, u[r : r + 1])) for r in range(6)]
+    assert exact_nucleus_draw(mixed, top_p, u).tolist() == alone
 
 
 def test_temperature_near_zero_is_greedy_search(make_search_model, random_batch):

@@ -1,11 +1,15 @@
-"""Tests for scripts/quickstart.py: finding Multi30k locally, and the error when it cannot."""
+"""Tests for scripts/quickstart.py: finding Multi30k locally, the error when it cannot, run
+directories, and the environment of its steps."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from scripts import quickstart
 from scripts.quickstart import find_multi30k
 
 
@@ -64,3 +68,24 @@ def test_a_changed_job_gets_its_own_run_directory_and_leaves_results_alone(
     real = quickstart.REPO / "checkpoints" / "multi30k_en-de"
     assert Path(output_dir) != real.resolve()
     assert Path(output_dir).name.startswith("multi30k_en-de-")
+
+
+@pytest.mark.parametrize("given", [None, "ACTIVE"])
+def test_steps_run_with_passive_openmp_threads_unless_set(given, monkeypatch, capsys):
+    """The subprocess gets OMP_WAIT_POLICY=PASSIVE, and the user's own value wins."""
+    if given is None:
+        monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    else:
+        monkeypatch.setenv("OMP_WAIT_POLICY", given)
+    seen = {}
+
+    def fake_run(command, cwd, env):
+        seen.update(command=command, env=env)
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(quickstart.subprocess, "run", fake_run)
+    quickstart.run(["transformer-train", "--help"])
+    assert seen["env"]["OMP_WAIT_POLICY"] == (given or "PASSIVE")
+    assert seen["env"]["PATH"] == os.environ["PATH"]
+    echoed = capsys.readouterr().out
+    assert ("OMP_WAIT_POLICY=PASSIVE transformer-train" in echoed) == (given is None)

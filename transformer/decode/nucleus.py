@@ -24,9 +24,10 @@ these that can:
 
 The sorted tokens are the row's candidates. A row whose whole nucleus is among them (steps 1
 and 2's `FEW` rows: `Nucleus.listed`) is drawn among them, most probable first, any other
-over the vocabulary in id order (`transformer.decode.sampling.nucleus_draw`); which way a row
-takes depends on that row alone. The nucleus is that of the sorted definition (tested against
-a brute-force sort), up to the float32 rounding of masses that equal p to about 1e-7.
+over the vocabulary in id order (`transformer.decode.nucleus_draw.exact_nucleus_draw`);
+which way a row takes depends on that row alone. The nucleus is that of the sorted
+definition (tested against a brute-force sort), up to the float32 rounding of masses that
+equal p to about 1e-7.
 """
 
 from __future__ import annotations

@@ -11,12 +11,14 @@ settings (checked by `DecodeConfig`), applied in this order:
 
 The draw is by inversion: one uniform number u per row and step, the token is the first whose
 cumulative probability exceeds u times the total (one cumulative sum and a binary search per
-row: about what greedy search's argmax costs); with top-k, over the k candidates that
-`torch.topk` gives instead of the whole vocabulary; with top-p alone, over the nucleus that
-`transformer.decode.nucleus` finds without sorting the vocabulary (`nucleus_draw`). Sample j
-of the sentence of input index i takes its numbers from its own generator, seeded by
-stream_seed(stream_seed(seed, i), j), so a sentence's samples depend on the seed and its index
-only, never on the batch it is decoded in or on `max_tokens`.
+row: about what greedy search's argmax costs; `transformer.decode.inversion`); with top-k,
+over the k candidates that `torch.topk` gives instead of the whole vocabulary; with top-p
+alone, by a proposal from the whole distribution kept when it is in the nucleus, else a draw
+from the exact nucleus (`transformer.decode.nucleus_draw`). Sample j of the sentence of input
+index i takes its numbers from its own generator, seeded by s = stream_seed(stream_seed(seed,
+i), j), and top-p's further numbers (for rejected proposals) from one seeded by
+stream_seed(s, -1), so a sentence's samples depend on the seed and its index only, never on
+the batch it is decoded in or on `max_tokens`.
 Hypotheses are scored by the model's own log P(Y | X) (not the reshaped distribution), so a
 sample's score is what `Translator.score` gives the same pair. Banned tokens (pad, bos) and
 forced prefix tokens (`transformer.decode.prefix`) behave as in the other searches.
@@ -34,10 +36,10 @@ import torch
 
 from transformer.decode.ensemble import as_models
 from transformer.decode.greedy import row_search
-from transformer.decode.nucleus import many_weights, nucleus_weights, select_nucleus
+from transformer.decode.inversion import draw
+from transformer.decode.nucleus import nucleus_weights
+from transformer.decode.nucleus_draw import RETRIES, nucleus_draw
 from transformer.decode.search import Hypothesis, max_output_lengths
-
-BLOCK = 64  # `draw`: tokens whose weights are summed together first
 
 
 def stream_seed(seed: int, index: int) -> int:
@@ -108,84 +110,15 @@ def sampling_weights(
     return torch.zeros_like(log_probs).scatter_add_(1, tokens, weights)  # (R, C) -> (R, V)
 
 
-def draw(weights: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
-    """Inverse-CDF draw: the first token whose cumulative weight exceeds u * total.
-
-    The cumulative weights are those of blocks of `BLOCK` tokens first, then of the tokens of
-    the one block that holds u * total (a cumulative sum over the whole vocabulary is a slow,
-    serial pass on a CPU; a sum of blocks is not).
-
-    Args:
-        weights: Each row's distribution, up to a factor (`candidates`).
-        uniforms: One number in [0, 1) per row.
-
-    Returns:
-        Positions in each row (token ids when the row is the whole vocabulary), always of a
-        positive weight.
+def _uniforms(seeds: Sequence[int], length: int) -> torch.Tensor:
+    """`length` uniform numbers in [0, 1) from a generator seeded by each seed.
 
     Shape:
-        weights: (R, V). uniforms: (R,). output: (R,) long.
+        output: (len(seeds), length).
     """
-    R, V = weights.shape
-    whole = V - V % BLOCK  # tokens in whole blocks
-    sums = weights[:, :whole].reshape(R, -1, BLOCK).sum(dim=2)  # (R, V) -> (R, V // BLOCK)
-    if whole < V:  # the last, shorter block
-        sums = torch.cat([sums, weights[:, whole:].sum(dim=1, keepdim=True)], dim=1)  # (R, N)
-    cumulative = sums.cumsum(dim=1)  # (R, N)
-    target = uniforms.to(weights.dtype).unsqueeze(1) * cumulative[:, -1:]  # (R,) -> (R, 1)
-    block = torch.searchsorted(cumulative, target, right=True).clamp_(max=sums.shape[1] - 1)
-    target = target - (cumulative - sums).gather(1, block)  # (R, 1) left for the block
-    index = block * BLOCK + torch.arange(BLOCK, device=weights.device)  # (R, 1) -> (R, BLOCK)
-    inside = weights.gather(1, index.clamp(max=V - 1)) * (index < V)  # (R, BLOCK), 0 past V
-    offset = torch.searchsorted(inside.cumsum(dim=1), target, right=True)  # (R, 1)
-    tokens = index.gather(1, offset.clamp_(max=BLOCK - 1)).squeeze(1).clamp_(max=V - 1)  # (R,)
-    # u * total can round up past the block's total: then take the block's last positive one
-    zero = weights.gather(1, tokens.unsqueeze(1)).squeeze(1).eq(0)  # (R,)
-    if bool(zero.any()):
-        position = torch.arange(V, device=weights.device)  # (V,)
-        end = (block[zero] + 1) * BLOCK  # (z, 1)
-        positive = (weights[zero] > 0) & (position < end)  # (z, V)
-        tokens[zero] = torch.where(positive, position, -1).max(dim=1).values  # (z, V) -> (z,)
-    return tokens
-
-
-def nucleus_draw(log_probs: torch.Tensor, top_p: float, uniforms: torch.Tensor) -> torch.Tensor:
-    """One token per row from its nucleus (`transformer.decode.nucleus`), by inversion.
-
-    A row whose candidates hold its whole nucleus (`Nucleus.listed`) draws among them in their
-    sorted order (most probable first), any other over the vocabulary in id order (`draw`):
-    both are the inverse-CDF draw of the same distribution, `nucleus_weights`.
-
-    Args:
-        log_probs, top_p: As in `transformer.decode.nucleus.nucleus_weights`.
-        uniforms: One number in [0, 1) per row.
-
-    Returns:
-        Token ids, always of the nucleus.
-
-    Shape:
-        log_probs: (R, V). uniforms: (R,). output: (R,) long.
-    """
-    found = select_nucleus(log_probs, top_p)
-    R, listed = log_probs.shape[0], found.listed
-    tokens = torch.empty(R, dtype=torch.long, device=log_probs.device)
-    if found.many.numel():  # over the vocabulary, in id order
-        tokens[found.many] = draw(many_weights(found), uniforms[found.many])  # (m, V) -> (m,)
-    if not bool(listed.any()):
-        return tokens
-    chosen = found.keep & listed[found.rows]  # (n,) the nucleus tokens of the listed rows
-    rows, ids = found.rows[chosen], found.ids[chosen]  # (c,) each, by row, most probable first
-    member = found.member[chosen].double()  # (c,)
-    cumulative = member.cumsum(0)  # (c,) from the first of any row
-    first = torch.searchsorted(rows, rows)  # (c,) where each one's row starts
-    within = cumulative - (cumulative[first] - member[first])  # (c,) row mass up to each
-    size = torch.bincount(rows, minlength=R)  # (R,) nucleus tokens per row (0: not listed)
-    last = size.cumsum(0) - 1  # (R,) position of each row's last one
-    target = uniforms.double()[rows] * within[last[rows]]  # (c,) u * the row's nucleus mass
-    passed = torch.bincount(rows[within <= target], minlength=R)  # (R,) those below u
-    pick = torch.minimum(last - size + 1 + passed, last)  # (R,) the first above u
-    tokens[listed] = ids[pick[listed]]
-    return tokens
+    return torch.stack(
+        [torch.rand(length, generator=torch.Generator().manual_seed(seed)) for seed in seeds]
+    )
 
 
 @torch.no_grad()
@@ -231,17 +164,19 @@ def sample_search(
     longest = max(max_output_lengths(lengths, max_len_a, max_len_b, config.max_positions))
     if prefix is not None:
         longest = max([longest, *(len(p) + 1 for p in prefix)])
-    uniforms = torch.stack(
-        [
-            torch.rand(longest, generator=torch.Generator().manual_seed(stream_seed(s, j)))
-            for s in seeds
-            for j in range(num_samples)
-        ]
-    ).to(src.device)  # (B*n, L)
+    streams = [stream_seed(s, j) for s in seeds for j in range(num_samples)]
+    uniforms = _uniforms(streams, longest).to(src.device)  # (B*n, L)
+    if top_p < 1.0:  # a second stream per sample: rejected proposals' numbers (nucleus_draw)
+        k = RETRIES + 1  # (B*n, L*k) -> (B*n, L, k)
+        retries = _uniforms([stream_seed(s, -1) for s in streams], longest * k).view(-1, longest, k)
+        retries = retries.to(src.device)
 
     def choose(log_probs: torch.Tensor, rows: torch.Tensor, step: int) -> torch.Tensor:
         if top_p < 1.0 and not 0 < top_k < log_probs.shape[-1]:  # the vocabulary's nucleus
-            return nucleus_draw(tempered(log_probs, temperature), top_p, uniforms[rows, step])
+            tempered_log_probs = tempered(log_probs, temperature)  # (R, V)
+            return nucleus_draw(
+                tempered_log_probs, top_p, uniforms[rows, step], retries[rows, step]
+            )
         weights, tokens = candidates(log_probs, temperature, top_k, top_p)  # (R, C) each
         drawn = draw(weights, uniforms[rows, step])  # (R, C), (R,) -> (R,)
         return drawn if tokens is None else tokens.gather(1, drawn.unsqueeze(1)).squeeze(1)
