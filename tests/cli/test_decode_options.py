@@ -117,8 +117,11 @@ def test_evaluate_without_a_seed_reports_the_one_it_drew(files, synthetic_senten
         (["--top-p", "0.5"], "--top-p (0.5) applies to sampling only: set --sampling too"),
         (["--seed", "3"], "--seed (3) applies to sampling only: set --sampling too"),
         (["--sampling", "--greedy"], "--greedy and --sampling exclude each other"),
-        (["--sampling", "--top-p", "0"], "--top-p (0.0) must be in (0, 1]"),
-        (["--sampling", "--top-p", "nan"], "--top-p (nan) must be in (0, 1]"),
+        (["--sampling", "--top-p", "0"], "--top-p (0.0) must be in [1e-06, 0.999999], or 1 (off)"),
+        (
+            ["--sampling", "--top-p", "nan"],
+            "--top-p (nan) must be in [1e-06, 0.999999], or 1 (off)",
+        ),
         (["--sampling", "--top-k", "-1"], "--top-k (-1) must be at least 0 (0 = off)"),
         (["--sampling", "--temperature", "0"], "--temperature (0.0) must be a finite number > 0"),
         (["--sampling", "--num-samples", "0"], "--num-samples (0) must be at least 1"),

@@ -323,7 +323,7 @@ def test_sampling_is_reproducible_whatever_the_chunks_and_matches_python(
             "--temperature (0.5) applies to sampling only: set --sampling too",
         ),
         (["--greedy", "--sampling"], "--greedy and --sampling exclude each other"),
-        (["--sampling", "--top-p", "2"], "--top-p (2.0) must be in (0, 1]"),
+        (["--sampling", "--top-p", "2"], "--top-p (2.0) must be in [1e-06, 0.999999], or 1 (off)"),
         (
             ["--sampling", "--num-samples", "2", "--nbest", "3"],
             "nbest (3) must be between 1 and num_samples (2)",

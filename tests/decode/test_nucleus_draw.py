@@ -131,3 +131,9 @@ def test_several_proposals_give_each_token_its_nucleus_probability():
         assert counts[expected.eq(0)].sum() == 0
         error = (expected * (1 - expected) / n).sqrt()
         assert ((counts - expected).abs() <= 5 * error + 1e-12).all()
+
+
+def test_no_rows_draw_no_tokens():
+    empty = torch.zeros(0, 70)
+    assert nucleus_draw(empty, 0.9, torch.rand(0), torch.rand(0, 3)).shape == (0,)
+    assert draw(empty, torch.rand(0)).shape == (0,)

@@ -24,6 +24,7 @@ MAX_LENGTH_PENALTY = 10.0
 MAX_LEN_B = 2**31
 # Settings that only sampling reads: giving one without `sampling` is a mistake, not a no-op.
 SAMPLING_OPTIONS = ("temperature", "top_k", "top_p", "num_samples", "seed")
+TOP_P_MARGIN = 1e-6  # top_p is at least this far from 0 and from 1 (or is 1)
 
 
 def _finite(value: numbers.Real) -> bool:
@@ -54,7 +55,7 @@ class DecodeConfig:
             below 1 sharpens the distribution (near 0: greedy), above 1 flattens it.
         top_k: Sample among the k most probable tokens only; 0 = all.
         top_p: Sample within the smallest set of most probable tokens whose probability
-            reaches p (nucleus sampling, Holtzman et al., 2020), in (0, 1]; 1 = all.
+            reaches p (nucleus sampling, Holtzman et al., 2020), in [1e-6, 1 - 1e-6]; 1 = all.
         num_samples: Samples per sentence, drawn independently (sampling's counterpart of
             `beam_size`: the n-best list is drawn from them), at least 1.
         seed: Seed of the samples, an integer in [0, 2**63); None = drawn from torch's global
@@ -118,8 +119,12 @@ class DecodeConfig:
                 raise ValueError(f"decode.{name} ({value!r}) must be a number")
         if not (_finite(self.temperature) and self.temperature > 0):
             raise ValueError(f"decode.temperature ({self.temperature}) must be a finite number > 0")
-        if not 0 < self.top_p <= 1:  # also rejects NaN
-            raise ValueError(f"decode.top_p ({self.top_p}) must be in (0, 1]")
+        # float32 sums cannot tell p * total from 0 or from the total nearer than this
+        if not (self.top_p == 1 or TOP_P_MARGIN <= self.top_p <= 1 - TOP_P_MARGIN):  # and NaN
+            raise ValueError(
+                f"decode.top_p ({self.top_p}) must be in [{TOP_P_MARGIN}, {1 - TOP_P_MARGIN}], "
+                "or 1 (off)"
+            )
         seed = self.seed
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
             raise ValueError(f"decode.seed ({seed!r}) must be an integer or null")

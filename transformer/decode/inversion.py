@@ -29,6 +29,8 @@ def draw(weights: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
         weights: (R, V). uniforms: (R,). output: (R,) long.
     """
     R, V = weights.shape
+    if R == 0:
+        return torch.empty(0, dtype=torch.long, device=weights.device)
     whole = V - V % BLOCK  # tokens in whole blocks
     sums = weights[:, :whole].reshape(R, -1, BLOCK).sum(dim=2)  # (R, V) -> (R, V // BLOCK)
     if whole < V:  # the last, shorter block

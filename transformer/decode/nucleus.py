@@ -238,7 +238,8 @@ def nucleus_weights(log_probs: torch.Tensor, top_p: float) -> torch.Tensor:
     Args:
         log_probs: Log-probabilities up to a constant per row (-inf for banned tokens), at
             least one finite per row.
-        top_p: The mass p of the nucleus, in (0, 1) (checked by `DecodeConfig`).
+        top_p: The mass p of the nucleus, in [1e-6, 1 - 1e-6] (checked by `DecodeConfig`: float32
+            sums cannot tell p * total from 0, or from the total, any nearer).
 
     Returns:
         float32 weights proportional to the probabilities inside the nucleus, 0 outside.
