@@ -6,7 +6,9 @@
   nucleus (closed form), flat and peaked rows, ties and banned tokens included; a draw that
   reused the first number for rejected rows would fail it; with several proposals, the
   frequencies of many random draws match within 5 standard errors;
-- a row draws alike alone and in any batch.
+- a row draws alike alone and in any batch;
+- the exact nucleus draw (`exact_nucleus_draw`) gives each token its nucleus probability over
+  evenly spread numbers, flat rows over the vocabulary and peaked ones among few candidates.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pytest
 import torch
 
 from transformer.decode.inversion import draw
-from transformer.decode.nucleus import FLOOR
+from transformer.decode.nucleus import FLOOR, nucleus_weights, select_nucleus
 from transformer.decode.nucleus_draw import exact_nucleus_draw, in_nucleus, nucleus_draw
 
 
@@ -137,3 +139,27 @@ def test_no_rows_draw_no_tokens():
     empty = torch.zeros(0, 70)
     assert nucleus_draw(empty, 0.9, torch.rand(0), torch.rand(0, 3)).shape == (0,)
     assert draw(empty, torch.rand(0)).shape == (0,)
+
+
+def test_exact_nucleus_draws_give_each_token_its_nucleus_probability():
+    """Inversion: of N evenly spread u, a token of probability q gets q * N of them, up to
+    one. Flat rows draw over the vocabulary, peaked ones among their few candidates; a row
+    draws alike in any batch."""
+    generator = torch.Generator().manual_seed(4)
+    scales = torch.tensor([[0.2], [1.0], [6.0], [12.0]])  # flat to peaked
+    log_probs = torch.log_softmax(torch.randn(4, 1000, generator=generator) * scales, dim=-1)
+    log_probs[:, 7] = float("-inf")
+    top_p, n = 0.9, 4000
+    assert select_nucleus(log_probs, top_p).listed.tolist() == [False, False, True, True]
+    uniforms = (torch.arange(n, dtype=torch.float64) + 0.5) / n
+    probs = nucleus_weights(log_probs, top_p)
+    probs = probs / probs.sum(dim=-1, keepdim=True)
+    for row in range(4):
+        tokens = exact_nucleus_draw(log_probs[row].expand(n, -1), top_p, uniforms.float())
+        counts = torch.bincount(tokens, minlength=1000)
+        assert counts[probs[row].eq(0)].sum() == 0  # only nucleus tokens
+        assert (counts / n - probs[row]).abs().max() <= 1 / n + 1e-6
+    mixed = torch.stack([log_probs[row % 4] for row in [3, 0, 2, 1, 1, 3]])
+    u = torch.rand(6, generator=generator)
+    alone = [int(exact_nucleus_draw(mixed[r : r + 1], top_p, u[r : r + 1])) for r in range(6)]
+    assert exact_nucleus_draw(mixed, top_p, u).tolist() == alone

@@ -1,7 +1,6 @@
 """Tests for transformer/decode/sampling.py, each against an independent reference.
 
 - the reshaped distribution (temperature, top-k, top-p) equals a plain-Python computation;
-- the inverse-CDF draw equals a plain-Python walk over the cumulative probabilities;
 - temperature near 0 gives greedy search's output and scores;
 - the first-token frequencies of many samples match the reshaped distribution of a
   teacher-forced forward (within 5 standard errors);
@@ -17,9 +16,6 @@ import pytest
 import torch
 
 from transformer.decode.greedy import greedy_search
-from transformer.decode.inversion import draw
-from transformer.decode.nucleus import nucleus_weights, select_nucleus
-from transformer.decode.nucleus_draw import exact_nucleus_draw
 from transformer.decode.sampling import (
     sample_search,
     sampling_weights,
@@ -73,82 +69,6 @@ def test_the_nucleus_of_a_large_vocabulary_is_the_sorted_prefix(top_p):
         ordered = probs.sort(descending=True).values
         size = int(((ordered.cumsum(0) - ordered) < top_p * probs.sum()).sum())
         assert int(weights[row].gt(0).sum()) == size
-
-
-def test_draw_walks_the_cumulative_probabilities():
-    probs = torch.tensor([[0.0, 0.2, 0.0, 0.5, 0.3, 0.0], [0.1, 0.0, 0.0, 0.0, 0.0, 0.9]])
-    for u in [
-        0.0,
-        0.05,
-        0.15,
-        0.199,
-        0.201,
-        0.65,
-        0.69,
-        0.701,
-        0.95,
-        0.999999,
-    ]:  # off the boundaries
-        tokens = draw(probs, torch.tensor([u, u])).tolist()
-        for row in range(2):
-            cumulative, expected = 0.0, None
-            for token, p in enumerate(probs[row].tolist()):
-                cumulative += p
-                if cumulative > u * float(probs[row].sum()) and expected is None:
-                    expected = token
-            assert tokens[row] == expected, (u, row)
-    # u * total rounding up to the total never picks a token of probability 0
-    assert draw(torch.tensor([[0.5, 0.5, 0.0]]), torch.tensor([1.0])).tolist() == [1]
-
-
-def test_draw_walks_long_rows_block_by_block():
-    """Rows longer than a block (300 = 4 blocks of 64 and one of 44), with zeros and empty
-    blocks: the same first token as a plain walk over the cumulative weights, in float64
-    (u within 1e-5 of a cumulative weight are skipped: float32 rounding)."""
-    generator = torch.Generator().manual_seed(5)
-    weights = torch.rand(3, 300, generator=generator)
-    weights[weights < 0.3] = 0.0
-    weights[1, :130] = 0.0  # the first two blocks empty
-    weights[2, 200:] = 0.0  # the last blocks empty
-    checked = 0
-    for u in torch.rand(200, generator=generator).tolist():
-        tokens = draw(weights, torch.full((3,), u)).tolist()
-        for row in range(3):
-            values = weights[row].double()
-            cumulative = (values.cumsum(0) / values.sum()).tolist()
-            if min(abs(c - u) for c in cumulative) < 1e-5:
-                continue
-            assert tokens[row] == next(i for i, c in enumerate(cumulative) if c > u)
-            checked += 1
-    assert checked > 500
-    # u * total rounding up to the total: the last token of positive weight
-    assert draw(weights, torch.ones(3)).tolist() == [
-        int(weights[row].nonzero().max()) for row in range(3)
-    ]
-
-
-def test_exact_nucleus_draws_give_each_token_its_nucleus_probability():
-    """Inversion: of N evenly spread u, a token of probability q gets q * N of them, up to
-    one. Flat rows draw over the vocabulary, peaked ones among their few candidates; a row
-    draws alike in any batch."""
-    generator = torch.Generator().manual_seed(4)
-    scales = torch.tensor([[0.2], [1.0], [6.0], [12.0]])  # flat to peaked
-    log_probs = torch.log_softmax(torch.randn(4, 1000, generator=generator) * scales, dim=-1)
-    log_probs[:, 7] = float("-inf")
-    top_p, n = 0.9, 4000
-    assert select_nucleus(log_probs, top_p).listed.tolist() == [False, False, True, True]
-    uniforms = (torch.arange(n, dtype=torch.float64) + 0.5) / n
-    probs = nucleus_weights(log_probs, top_p)
-    probs = probs / probs.sum(dim=-1, keepdim=True)
-    for row in range(4):
-        tokens = exact_nucleus_draw(log_probs[row].expand(n, -1), top_p, uniforms.float())
-        counts = torch.bincount(tokens, minlength=1000)
-        assert counts[probs[row].eq(0)].sum() == 0  # only nucleus tokens
-        assert (counts / n - probs[row]).abs().max() <= 1 / n + 1e-6
-    mixed = torch.stack([log_probs[row % 4] for row in [3, 0, 2, 1, 1, 3]])
-    u = torch.rand(6, generator=generator)
-    alone = [int(exact_nucleus_draw(mixed[r : r + 1], top_p, u[r : r + 1])) for r in range(6)]
-    assert exact_nucleus_draw(mixed, top_p, u).tolist() == alone
 
 
 def test_temperature_near_zero_is_greedy_search(make_search_model, random_batch):
