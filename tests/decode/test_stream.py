@@ -10,8 +10,8 @@ import io
 
 import pytest
 
-from transformer.data.corpus import decode_lines
-from transformer.decode.stream import chunks, count_lines, read_lines_lazily, translate_stream
+from transformer.data.corpus import count_lines, decode_lines
+from transformer.decode.stream import chunks, read_lines_lazily, translate_stream
 
 DATA = [
     b"a man\nb\r\n\n  \nlast",

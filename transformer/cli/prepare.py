@@ -14,8 +14,8 @@ and a data problem shows up before any GPU is taken. `transformer-train` reuses 
 
 Exit status: the rule of `transformer.cli.common`: 0 when the data are prepared, 2 for a wrong
 command line or config, 1 when a corpus is missing or unreadable or a split is empty after
-filtering, 130 after Ctrl-C or SIGTERM (what was being written is removed; what was finished
-is kept and found by the next run).
+filtering, 130 after Ctrl-C and 143 after SIGTERM, as `transformer-train` (what was being written
+is removed; what was finished is kept and found by the next run).
 """
 
 from __future__ import annotations
@@ -72,12 +72,20 @@ def main(argv: list[str] | None = None) -> int:
     """Run `transformer-prepare`; returns the exit status (see the module docstring)."""
     if threading.current_thread() is not threading.main_thread():
         return run(build_parser(), _prepare, argv)
-    # SIGTERM (a scheduler's stop) as Ctrl-C: what is being written is removed, one line.
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # SIGTERM (a scheduler's stop) as Ctrl-C: what is being written is removed, one line; the
+    # status is then 128 + SIGTERM (143), as the shell and transformer-train report it.
+    received = []
+
+    def on_sigterm(signum: int, frame: object) -> None:
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
-        return run(build_parser(), _prepare, argv)
+        status = run(build_parser(), _prepare, argv)
     finally:
         signal.signal(signal.SIGTERM, previous)
+    return 128 + signal.SIGTERM if received and status == 130 else status
 
 
 def _prepare(args: argparse.Namespace) -> None:

@@ -40,8 +40,9 @@ from transformer.cli.common import (
 )
 from transformer.cli.decode_options import decoding_config
 from transformer.cpu.onednn import LINEAR_KERNELS
+from transformer.data.corpus import count_lines
 from transformer.decode.config import LENGTH_PENALTY_STYLES
-from transformer.decode.stream import chunks, count_lines, read_lines_lazily
+from transformer.decode.stream import chunks, read_lines_lazily
 
 PROG = "transformer-score"
 

@@ -59,9 +59,10 @@ from transformer.cli.common import (
     warn_capped_lines,
 )
 from transformer.cli.decode_options import add_decoding_arguments, decoding_config
+from transformer.data.corpus import count_lines
 from transformer.decode.alignment import check_layer, pharaoh
 from transformer.decode.config import DecodeConfig
-from transformer.decode.stream import count_lines, read_lines_lazily, translate_stream
+from transformer.decode.stream import read_lines_lazily, translate_stream
 
 PROG = "transformer-translate"
 

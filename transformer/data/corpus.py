@@ -198,8 +198,18 @@ def corpus_size(spec: str, source_lang: str, target_lang: str) -> int:
     """
     if spec.startswith(HF_PREFIX):
         return len(load_hf(spec, source_lang, target_lang))
+    return count_lines(local_paths(spec, source_lang, target_lang)[0])
+
+
+def count_lines(path: str | Path) -> int:
+    """Lines of a file as `decode_lines` splits it ("\\n" counted in 16 MiB reads; a last line
+    without one counts too), without holding the file: a corpus's size, a progress bar's total.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
     count, last = 0, b"\n"
-    with open(local_paths(spec, source_lang, target_lang)[0], "rb") as file:
+    with open(path, "rb") as file:
         while block := file.read(1 << 24):
             count += block.count(b"\n")
             last = block[-1:]

@@ -95,14 +95,3 @@ def translate_stream(
         write("".join(text + "\n" for text in translate(chunk, done)))
         done += len(chunk)
     return done
-
-
-def count_lines(path: str) -> int:
-    """Lines of a file ("\\n" counted in 1 MiB reads; a last line without one counts too),
-    for a progress bar's total without holding the file."""
-    count, last = 0, b"\n"
-    with open(path, "rb") as file:
-        while block := file.read(1 << 20):
-            count += block.count(b"\n")
-            last = block[-1:]
-    return count + (last != b"\n")
