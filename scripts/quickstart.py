@@ -31,11 +31,14 @@ from pathlib import Path
 import yaml
 
 from transformer.atomic import atomic_write_text
+from transformer.cli.common import one_line
 from transformer.config import load_config
 from transformer.data.corpus import resolve_prefix
 from transformer.train.run_directory import RunDirectory
 
 REPO = Path(__file__).resolve().parents[1]
+# Exit status after Ctrl-C or SIGTERM, once the running step has stopped cleanly (as the CLIs).
+INTERRUPTED = 130
 SPLITS = {"train": "train", "validation": "val", "test": "test_2016_flickr"}
 
 
@@ -96,7 +99,17 @@ def run(command: list[str]) -> None:
     shown = "" if "OMP_WAIT_POLICY" in env else "OMP_WAIT_POLICY=PASSIVE "
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     print("+ " + shown + shlex.join(command), flush=True)
-    status = subprocess.run(command, cwd=REPO, env=env).returncode
+    process = subprocess.Popen(command, cwd=REPO, env=env)
+    interrupted = False
+    while True:
+        try:
+            status = process.wait()
+            break
+        except KeyboardInterrupt:  # the command got the Ctrl-C too: let it save and stop
+            interrupted = True
+    if interrupted or status in (130, 143):  # Ctrl-C or SIGTERM: the step stopped cleanly
+        print("quickstart: interrupted; rerun the same command to resume", file=sys.stderr)
+        sys.exit(status if status in (130, 143) else INTERRUPTED)
     if status != 0:
         sys.exit(f"quickstart: command failed with exit status {status}: {shlex.join(command)}")
 
@@ -118,7 +131,17 @@ def training_summary(run_dir: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the whole job; returns 0 on success."""
+    """Run the whole job; returns 0 on success, 1 when a step fails, 2 for a wrong command line
+    or config, 130 after Ctrl-C (143 after SIGTERM of a step): one line, no traceback."""
+    try:
+        return _job(argv)
+    except KeyboardInterrupt:
+        print("quickstart: interrupted; rerun the same command to resume", file=sys.stderr)
+        return INTERRUPTED
+
+
+def _job(argv: list[str] | None) -> int:
+    """The steps of the module docstring (see `main`)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--direction", default="en-de", choices=["en-de", "de-en"])
     parser.add_argument("--config", default=str(REPO / "configs" / "multi30k.yaml"))
@@ -139,7 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     src, tgt = args.direction.split("-")
-    data_dir = find_multi30k(Path(args.download_dir))
+    try:
+        data_dir = find_multi30k(Path(args.download_dir))
+    except FileNotFoundError as error:
+        print(f"quickstart: error: {one_line(str(error))}", file=sys.stderr)
+        return 1
     # A changed job of any kind (a quick try with --max-minutes, overrides, another config or
     # average) never touches the real job: its own run directory, and never results/.
     default_config = Path(args.config).resolve() == (REPO / "configs" / "multi30k.yaml")
@@ -166,8 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     # Check the test files before an hour of training, not after it.
     try:
         test = load_config(args.config, overrides).data.test
-    except (FileNotFoundError, ValueError) as error:
-        sys.exit(f"quickstart: {error}")
+    except (FileNotFoundError, ValueError) as error:  # a wrong config or override: status 2
+        print(f"quickstart: error: {one_line(str(error))}", file=sys.stderr)
+        return 2
     test_prefix = resolve_prefix(test) if test else data_dir / "test_2016_flickr"
     for lang in (src, tgt):
         if not Path(f"{test_prefix}.{lang}").is_file():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -79,13 +80,47 @@ def test_steps_run_with_passive_openmp_threads_unless_set(given, monkeypatch, ca
         monkeypatch.setenv("OMP_WAIT_POLICY", given)
     seen = {}
 
-    def fake_run(command, cwd, env):
-        seen.update(command=command, env=env)
-        return subprocess.CompletedProcess(command, 0)
+    class FakePopen:
+        def __init__(self, command, cwd, env):
+            seen.update(command=command, env=env)
 
-    monkeypatch.setattr(quickstart.subprocess, "run", fake_run)
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(quickstart.subprocess, "Popen", FakePopen)
     quickstart.run(["transformer-train", "--help"])
     assert seen["env"]["OMP_WAIT_POLICY"] == (given or "PASSIVE")
     assert seen["env"]["PATH"] == os.environ["PATH"]
     echoed = capsys.readouterr().out
     assert ("OMP_WAIT_POLICY=PASSIVE transformer-train" in echoed) == (given is None)
+
+
+def test_ctrl_c_lets_the_step_stop_and_says_so_in_one_line(tmp_path):
+    """Ctrl-C reaches the step and the quickstart alike: the quickstart waits for the step to
+    save and stop, then one line and status 130 (it printed a KeyboardInterrupt traceback)."""
+    step = "import os, signal, time; os.kill(os.getppid(), signal.SIGINT); time.sleep(0.3)"
+    step += "; exit(130)"
+    code = f"from scripts import quickstart; quickstart.run([{sys.executable!r}, '-c', {step!r}])"
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=quickstart.REPO, capture_output=True, text=True
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip() == "quickstart: interrupted; rerun the same command to resume"
+
+
+def test_a_wrong_override_or_missing_data_is_one_line(shared_data, tmp_path, monkeypatch, capsys):
+    """A config typo is a wrong command line (2, as transformer-train); no data and no network
+    is one line (1), not two chained tracebacks."""
+    monkeypatch.setattr(quickstart, "run", lambda command: pytest.fail("must stop before"))
+    monkeypatch.setenv("TRANSFORMER_DATA_DIR", str(shared_data))
+    assert quickstart.main(["--max-minutes", "1", "train.max_stpes=3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("quickstart: error: ") and "train.max_stpes" in err
+    assert len(err.splitlines()) == 1
+    monkeypatch.setenv("TRANSFORMER_DATA_DIR", str(tmp_path / "nothing-here"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    download = str(tmp_path / "download")
+    assert quickstart.main(["--max-minutes", "1", "--download-dir", download]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "TRANSFORMER_DATA_DIR" in err
