@@ -17,10 +17,17 @@ venv:
 # transformer-export, the tensorboard extra those of train.tensorboard; none of their packages
 # pulls in another torch. Where a package index lacks one, the rest still installs and its
 # tests are skipped (they say so).
-install: venv
+# Installs once (the package is editable: code changes need no reinstall), and again only when
+# pyproject.toml changes; `make demo` and `make test` then start at once. `rm .venv/.installed`
+# forces it.
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(MAKE) venv
 	$(PY) -m pip install -q -e ".[dev]"
 	$(PY) -m pip install -q -e ".[export]" || echo "make: the export extra (ctranslate2, transformers) could not be installed: its parity tests are skipped"
 	$(PY) -m pip install -q -e ".[tensorboard]" || echo "make: the tensorboard extra could not be installed: the train.tensorboard tests are skipped"
+	touch $@
 
 # Default test run: everything except GPU tests (slow real-data tests included, about 5 minutes
 # on 2 CPU cores). Real data: ../shared/data, or $TRANSFORMER_DATA_DIR.
