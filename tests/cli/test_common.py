@@ -118,6 +118,16 @@ def test_other_exceptions_are_bugs_and_keep_their_traceback():
         run(_parser(), work, [])
 
 
+def test_an_os_error_of_a_file_names_the_file_as_cat_does(tmp_path, capsys):
+    """`[Errno 2] No such file or directory: 'nope.en'` becomes `nope.en: No such file or
+    directory` (the reason is the system's own, `os.strerror`); our own messages stay."""
+    import errno
+
+    for path, code in ((tmp_path / "nope.en", errno.ENOENT), (tmp_path, errno.EISDIR)):
+        assert run(_parser(), lambda args, path=path: open(path, "rb"), []) == 1
+        assert capsys.readouterr().err.strip() == f"tool: error: {path}: {os.strerror(code)}"
+
+
 def test_one_line():
     assert one_line("a\nb\r\nc") == "a b c"
 

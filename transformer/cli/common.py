@@ -69,7 +69,7 @@ def run(
         print(f"{parser.prog}: error: {one_line(str(error))}", file=sys.stderr)
         return 2
     except (ValueError, OSError, FloatingPointError) as error:
-        print(f"{parser.prog}: error: {one_line(str(error))}", file=sys.stderr)
+        print(f"{parser.prog}: error: {one_line(error_message(error))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"{parser.prog}: interrupted", file=sys.stderr)
@@ -222,6 +222,16 @@ def read_stdin_lines() -> list[str]:
         ValueError: `<stdin>: line N is not valid UTF-8 (...)`.
     """
     return decode_lines(sys.stdin.buffer.read(), "<stdin>")
+
+
+def error_message(error: BaseException) -> str:
+    """The message of an error as a user reads it: an operating-system error of a file as
+    `FILE: reason` (the way `cat` says it: "nope.en: No such file or directory", not
+    "[Errno 2] No such file or directory: 'nope.en'"); any other error as its text."""
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        if str(error).startswith("[Errno"):  # the default text, not a message of ours
+            return f"{error.filename}: {error.strerror}"
+    return str(error)
 
 
 def one_line(text: str) -> str:
