@@ -46,3 +46,23 @@ def test_without_build_nothing_is_made(tmp_path, tiny_run):
     shutil.rmtree(cache)  # the model is there, the train split's token ids are not
     with pytest.raises(DataNotPrepared, match="train data not prepared yet"):
         prepare_data(config.data, tmp_path, build=False)
+
+
+@pytest.mark.parametrize("corpus", ["missing", "empty"])
+def test_a_failed_preparation_leaves_no_empty_run_directory(tmp_path, tiny_run, corpus):
+    """A missing or empty corpus once left `checkpoints/nodata/` (or its empty `cache/`) behind;
+    a directory that held files before is kept as it was."""
+    for lang in ("en", "de"):
+        (tmp_path / f"empty.{lang}").write_text("", encoding="utf-8")
+    run_dir = tmp_path / "new" / "run"
+    overrides = [f"train.output_dir={run_dir}", f"data.train={tmp_path / corpus}"]
+    config = tiny_run.load(overrides)
+    rank0 = DistributedContext(rank=0, world_size=1)
+    with pytest.raises((FileNotFoundError, ValueError)):
+        prepare_run_data(config, rank0, log=None)
+    assert not run_dir.exists()
+    run_dir.mkdir(parents=True)
+    (run_dir / "notes.txt").write_text("mine", encoding="utf-8")
+    with pytest.raises((FileNotFoundError, ValueError)):
+        prepare_run_data(config, rank0, log=None)
+    assert (run_dir / "notes.txt").read_text(encoding="utf-8") == "mine"

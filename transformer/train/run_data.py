@@ -57,10 +57,16 @@ def prepare_run_data(
     """
     run_dir = RunDirectory(config.train.output_dir)
     if context.is_main:
+        created = not run_dir.path.exists()
         run_dir.create()
-        return prepare_data(
-            config.data, run_dir.path, train=True, log=log, replace_model=replace_model
-        )
+        try:
+            return prepare_data(
+                config.data, run_dir.path, train=True, log=log, replace_model=replace_model
+            )
+        except BaseException:  # missing or empty corpora, Ctrl-C: leave no empty directory
+            if created:
+                run_dir.remove_if_empty()
+            raise
     started = last_look = time.monotonic()
     notice, seen = FIRST_NOTICE_SECONDS, None
     while True:

@@ -15,6 +15,7 @@ is written atomically (`transformer.atomic`): a crash leaves the old version or 
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -74,6 +75,22 @@ class RunDirectory:
             raise ValueError(
                 f"train.output_dir ({self.path}) cannot be created: {error.strerror or error}"
             ) from error
+
+    def remove_if_empty(self) -> bool:
+        """Remove the directory when it holds no file (its empty subdirectories go with it):
+        what a run that failed before writing anything leaves behind. Files are never removed.
+
+        Returns:
+            Whether the directory is gone.
+        """
+        if not self.path.is_dir():
+            return False
+        for folder, _, _ in sorted(os.walk(self.path), key=lambda entry: -len(entry[0])):
+            try:
+                os.rmdir(folder)  # only an empty one; deepest first
+            except OSError:
+                return False
+        return True
 
     def write_config(self, config_dict: dict) -> None:
         """Write the resolved config as YAML (re-loadable with `load_config`), atomically.
