@@ -149,3 +149,10 @@ def test_bad_yaml_is_named_in_one_line_with_its_place(tmp_path):
     assert str(error.value) == (
         f"{bad}: invalid YAML: expected ',' or ']', but got '<stream end>' (line 3, column 1)"
     )
+
+
+def test_a_missing_config_or_a_directory_is_named_as_such(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"^config file not found: .*nope\.yaml$"):
+        load_config(tmp_path / "nope.yaml")
+    with pytest.raises(FileNotFoundError, match=r"is a directory, not a YAML file$"):
+        load_config(tmp_path)

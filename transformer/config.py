@@ -217,6 +217,8 @@ def config_from_dict(
 
 def _read_yaml(path: Path) -> dict:
     """The top-level mapping of a YAML config file."""
+    if path.is_dir():
+        raise FileNotFoundError(f"config {path} is a directory, not a YAML file")
     if not path.is_file():
         raise FileNotFoundError(f"config file not found: {path}")
     try:
