@@ -15,10 +15,30 @@ The package, by concern (each folder's `__init__.py` lists its files):
   `atomic.py` (files written whole or not at all).
 """
 
-from transformer.checkpoint import load_checkpoint
-from transformer.config import Config, DataConfig, DecodeConfig, ModelConfig, TrainConfig
-from transformer.decode.translator import Translator
-from transformer.model import Transformer
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from transformer.checkpoint import load_checkpoint
+    from transformer.config import Config, DataConfig, DecodeConfig, ModelConfig, TrainConfig
+    from transformer.decode.translator import Translator
+    from transformer.model import Transformer
+
+# The public names and the modules that define them, imported on first use (PEP 562): importing
+# the package alone does not load torch, so a console script can set torch's OpenMP wait policy
+# before torch starts (`transformer.cli.launch`).
+_EXPORTS = {
+    "Config": "transformer.config",
+    "DataConfig": "transformer.config",
+    "DecodeConfig": "transformer.config",
+    "ModelConfig": "transformer.config",
+    "TrainConfig": "transformer.config",
+    "Transformer": "transformer.model",
+    "Translator": "transformer.decode.translator",
+    "load_checkpoint": "transformer.checkpoint",
+}
 
 __all__ = [
     "Config",
@@ -30,3 +50,14 @@ __all__ = [
     "Translator",
     "load_checkpoint",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """`transformer.<name>` for the public names: the defining module's attribute."""
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'transformer' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

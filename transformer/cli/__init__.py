@@ -6,6 +6,7 @@
 - `score.py`: `transformer-score` (log P(target | source) of given pairs);
 - `attention.py`: `transformer-attention`; `export.py`: `transformer-export`;
 - `plot.py`: `transformer-plot` (a run's training curves);
+- `launch.py`: the entry points of all of them (the OpenMP wait policy, set before torch loads);
 - `common.py`: what they share (devices, files, exit codes); `decode_options.py`: the
   decoding options of translate and evaluate, defined once.
 

@@ -1,0 +1,64 @@
+"""Tests for transformer/cli/launch.py: every console script goes through it, and it sets the
+OpenMP wait policy before torch loads (the reference: `sys.modules` of a fresh interpreter and
+pyproject.toml's own script table)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from transformer.cli import launch
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_package_and_the_launcher_load_without_torch():
+    """libgomp reads OMP_WAIT_POLICY when torch loads: neither may import it first."""
+    code = "import sys, transformer, transformer.cli.launch; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
+    code = "from transformer import Translator, load_checkpoint, ModelConfig; print('ok')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "ok"
+    import transformer
+
+    assert sorted(transformer.__all__) == sorted(transformer._EXPORTS)
+    assert all(getattr(transformer, name) is not None for name in transformer.__all__)
+
+
+def test_every_console_script_starts_its_own_command(monkeypatch):
+    table = (REPO / "pyproject.toml").read_text().split("[project.scripts]")[1].split("\n[")[0]
+    scripts = dict(re.findall(r'^(\S+) = "(\S+)"$', table, re.MULTILINE))
+    assert len(scripts) >= 9
+    started = []
+    fake = SimpleNamespace(main=lambda: 0)
+    monkeypatch.setattr(
+        launch.importlib, "import_module", lambda name: started.append(name) or fake
+    )
+    for script, target in scripts.items():
+        module, function = target.split(":")
+        assert module == "transformer.cli.launch", script
+        assert getattr(launch, function)() == 0
+        command = script.removeprefix("transformer-")
+        assert started.pop() == f"transformer.cli.{command}"
+        assert callable(__import__(f"transformer.cli.{command}", fromlist=["main"]).main)
+
+
+@pytest.mark.parametrize("given", [None, "ACTIVE"])
+def test_passive_wait_policy_unless_the_environment_sets_one(given, monkeypatch):
+    if given is None:
+        monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    else:
+        monkeypatch.setenv("OMP_WAIT_POLICY", given)
+    seen = {}
+    fake = SimpleNamespace(
+        main=lambda: seen.setdefault("policy", launch.os.environ.get("OMP_WAIT_POLICY"))
+    )
+    monkeypatch.setattr(launch.importlib, "import_module", lambda name: fake)
+    launch.start("translate")
+    assert seen["policy"] == (given or "PASSIVE")  # set before the command's module loads
