@@ -36,14 +36,14 @@ def test_every_console_script_starts_its_own_command(monkeypatch):
     scripts = dict(re.findall(r'^(\S+) = "(\S+)"$', table, re.MULTILINE))
     assert len(scripts) >= 9
     started = []
-    fake = SimpleNamespace(main=lambda: 0)
+    fake = SimpleNamespace(main=lambda argv: argv)
     monkeypatch.setattr(
         launch.importlib, "import_module", lambda name: started.append(name) or fake
     )
     for script, target in scripts.items():
         module, function = target.split(":")
         assert module == "transformer.cli.launch", script
-        assert getattr(launch, function)() == 0
+        assert getattr(launch, function)(["--help"]) == ["--help"]  # argv passed on
         command = script.removeprefix("transformer-")
         assert started.pop() == f"transformer.cli.{command}"
         assert callable(__import__(f"transformer.cli.{command}", fromlist=["main"]).main)
@@ -57,7 +57,7 @@ def test_passive_wait_policy_unless_the_environment_sets_one(given, monkeypatch)
         monkeypatch.setenv("OMP_WAIT_POLICY", given)
     seen = {}
     fake = SimpleNamespace(
-        main=lambda: seen.setdefault("policy", launch.os.environ.get("OMP_WAIT_POLICY"))
+        main=lambda argv: seen.setdefault("policy", launch.os.environ.get("OMP_WAIT_POLICY"))
     )
     monkeypatch.setattr(launch.importlib, "import_module", lambda name: fake)
     launch.start("translate")

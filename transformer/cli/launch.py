@@ -16,59 +16,60 @@ import importlib
 import os
 
 
-def start(command: str) -> int:
+def start(command: str, argv: list[str] | None = None) -> int:
     """Set `OMP_WAIT_POLICY=PASSIVE` unless the environment sets it, then run a command.
 
     Args:
-        command: The module of `transformer.cli` whose `main()` is the command ("train").
+        command: The module of `transformer.cli` whose `main(argv)` is the command ("train").
+        argv: Its arguments (None: `sys.argv[1:]`).
 
     Returns:
         The command's exit status.
     """
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    return importlib.import_module(f"transformer.cli.{command}").main()
+    return importlib.import_module(f"transformer.cli.{command}").main(argv)
 
 
-def train() -> int:
-    """`transformer-train`."""
-    return start("train")
+def train(argv: list[str] | None = None) -> int:
+    """`transformer-train` (`argv`: as `main`)."""
+    return start("train", argv)
 
 
-def prepare() -> int:
-    """`transformer-prepare`."""
-    return start("prepare")
+def prepare(argv: list[str] | None = None) -> int:
+    """`transformer-prepare` (`argv`: as `main`)."""
+    return start("prepare", argv)
 
 
-def average() -> int:
-    """`transformer-average`."""
-    return start("average")
+def average(argv: list[str] | None = None) -> int:
+    """`transformer-average` (`argv`: as `main`)."""
+    return start("average", argv)
 
 
-def attention() -> int:
-    """`transformer-attention`."""
-    return start("attention")
+def attention(argv: list[str] | None = None) -> int:
+    """`transformer-attention` (`argv`: as `main`)."""
+    return start("attention", argv)
 
 
-def plot() -> int:
-    """`transformer-plot`."""
-    return start("plot")
+def plot(argv: list[str] | None = None) -> int:
+    """`transformer-plot` (`argv`: as `main`)."""
+    return start("plot", argv)
 
 
-def translate() -> int:
-    """`transformer-translate`."""
-    return start("translate")
+def translate(argv: list[str] | None = None) -> int:
+    """`transformer-translate` (`argv`: as `main`)."""
+    return start("translate", argv)
 
 
-def evaluate() -> int:
-    """`transformer-evaluate`."""
-    return start("evaluate")
+def evaluate(argv: list[str] | None = None) -> int:
+    """`transformer-evaluate` (`argv`: as `main`)."""
+    return start("evaluate", argv)
 
 
-def score() -> int:
-    """`transformer-score`."""
-    return start("score")
+def score(argv: list[str] | None = None) -> int:
+    """`transformer-score` (`argv`: as `main`)."""
+    return start("score", argv)
 
 
-def export() -> int:
-    """`transformer-export`."""
-    return start("export")
+def export(argv: list[str] | None = None) -> int:
+    """`transformer-export` (`argv`: as `main`)."""
+    return start("export", argv)
