@@ -97,15 +97,9 @@ def _prepare(args: argparse.Namespace) -> None:
     run_dir = RunDirectory(config.train.output_dir)
     if args.json:  # before any work; the summary may go into the run directory it creates
         _check_summary_path(args.json, args.config, config, run_dir.path)
-    created = not run_dir.path.exists()
-    run_dir.create()
     start = time.perf_counter()
-    try:
+    with run_dir.removed_if_left_empty():  # missing or empty corpora, Ctrl-C
         prepared = prepare_data(config.data, run_dir.path, train=True, log=print)
-    except BaseException:  # missing or empty corpora, Ctrl-C: leave no empty directory
-        if created:
-            run_dir.remove_if_empty()
-        raise
     summary = _summary(prepared, time.perf_counter() - start)
     src, tgt = config.data.source_lang, config.data.target_lang
     print(f"prepared the data in {run_dir.path} in {summary['seconds']:.1f} s:")

@@ -57,16 +57,10 @@ def prepare_run_data(
     """
     run_dir = RunDirectory(config.train.output_dir)
     if context.is_main:
-        created = not run_dir.path.exists()
-        run_dir.create()
-        try:
+        with run_dir.removed_if_left_empty():  # missing or empty corpora, Ctrl-C
             return prepare_data(
                 config.data, run_dir.path, train=True, log=log, replace_model=replace_model
             )
-        except BaseException:  # missing or empty corpora, Ctrl-C: leave no empty directory
-            if created:
-                run_dir.remove_if_empty()
-            raise
     started = last_look = time.monotonic()
     notice, seen = FIRST_NOTICE_SECONDS, None
     while True:

@@ -15,8 +15,10 @@ is written atomically (`transformer.atomic`): a crash leaves the old version or 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
@@ -75,6 +77,24 @@ class RunDirectory:
             raise ValueError(
                 f"train.output_dir ({self.path}) cannot be created: {error.strerror or error}"
             ) from error
+
+    @contextlib.contextmanager
+    def removed_if_left_empty(self) -> Iterator[None]:
+        """Create the directory for the block's work; when the block fails (an error, Ctrl-C)
+        and the directory is new and holds no file, remove it (`remove_if_empty`): a run that
+        failed before writing anything leaves nothing behind.
+
+        Raises:
+            ValueError: as `create`; whatever the block raises, unchanged.
+        """
+        new = not self.path.exists()
+        self.create()
+        try:
+            yield
+        except BaseException:
+            if new:
+                self.remove_if_empty()
+            raise
 
     def remove_if_empty(self) -> bool:
         """Remove the directory when it holds no file (its empty subdirectories go with it):
