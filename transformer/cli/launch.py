@@ -12,6 +12,7 @@ transformer.cli.<command>` skips this: set the variable yourself there.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 
@@ -30,46 +31,13 @@ def start(command: str, argv: list[str] | None = None) -> int:
     return importlib.import_module(f"transformer.cli.{command}").main(argv)
 
 
-def train(argv: list[str] | None = None) -> int:
-    """`transformer-train` (`argv`: as `main`)."""
-    return start("train", argv)
-
-
-def prepare(argv: list[str] | None = None) -> int:
-    """`transformer-prepare` (`argv`: as `main`)."""
-    return start("prepare", argv)
-
-
-def average(argv: list[str] | None = None) -> int:
-    """`transformer-average` (`argv`: as `main`)."""
-    return start("average", argv)
-
-
-def attention(argv: list[str] | None = None) -> int:
-    """`transformer-attention` (`argv`: as `main`)."""
-    return start("attention", argv)
-
-
-def plot(argv: list[str] | None = None) -> int:
-    """`transformer-plot` (`argv`: as `main`)."""
-    return start("plot", argv)
-
-
-def translate(argv: list[str] | None = None) -> int:
-    """`transformer-translate` (`argv`: as `main`)."""
-    return start("translate", argv)
-
-
-def evaluate(argv: list[str] | None = None) -> int:
-    """`transformer-evaluate` (`argv`: as `main`)."""
-    return start("evaluate", argv)
-
-
-def score(argv: list[str] | None = None) -> int:
-    """`transformer-score` (`argv`: as `main`)."""
-    return start("score", argv)
-
-
-def export(argv: list[str] | None = None) -> int:
-    """`transformer-export` (`argv`: as `main`)."""
-    return start("export", argv)
+# The entry points of pyproject.toml's [project.scripts], one per command: `f(argv=None)`.
+train = functools.partial(start, "train")
+prepare = functools.partial(start, "prepare")
+average = functools.partial(start, "average")
+attention = functools.partial(start, "attention")
+plot = functools.partial(start, "plot")
+translate = functools.partial(start, "translate")
+evaluate = functools.partial(start, "evaluate")
+score = functools.partial(start, "score")
+export = functools.partial(start, "export")
