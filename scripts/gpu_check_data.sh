@@ -13,7 +13,7 @@
 #
 # --wheels fetches pytest and its needs (pluggy, iniconfig, packaging) as wheels for the GPU
 # machine's Python 3.12 into .whl/ (git-ignored); gpu_check.sh installs them into /tmp/site
-# when .whl/ holds wheels. The GPU image already has pytest (KINDS.md), so this is a fallback.
+# when .whl/ holds wheels. The GPU image usually has pytest already, so this is a fallback.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."

@@ -42,6 +42,16 @@ INTERRUPTED = 130
 SPLITS = {"train": "train", "validation": "val", "test": "test_2016_flickr"}
 
 
+def _data_dir_hint() -> str:
+    """The end of the no-data message: what TRANSFORMER_DATA_DIR resolved to, or an example."""
+    given = os.environ.get("TRANSFORMER_DATA_DIR")
+    if not given:
+        return ", e.g. TRANSFORMER_DATA_DIR=/path/to/data"
+    resolved = Path(given).expanduser().resolve()
+    # A relative value is read from the current directory, which is easy to forget.
+    return f" (TRANSFORMER_DATA_DIR={given} is {resolved}, which has no complete multi30k/)"
+
+
 def find_multi30k(download_dir: Path) -> Path:
     """The folder holding Multi30k's `train/val/test_2016_flickr.{en,de}` files.
 
@@ -76,7 +86,7 @@ def find_multi30k(download_dir: Path) -> Path:
             "could not download the Hugging Face dataset bentrevett/multi30k "
             f"({type(error).__name__}: {error}). Without network access, point "
             "TRANSFORMER_DATA_DIR at a folder holding multi30k/{train,val,test_2016_flickr}"
-            ".{en,de}, e.g. TRANSFORMER_DATA_DIR=../shared/data"
+            ".{en,de}" + _data_dir_hint()
         ) from error
     download_dir.mkdir(parents=True, exist_ok=True)
     for split, name in SPLITS.items():

@@ -43,6 +43,14 @@ def test_mismatched_checkpoints_are_one_error_line(tmp_path, write_filled_checkp
     assert not (tmp_path / "x.pt").exists() and not (tmp_path / "y.pt").exists()
 
 
+def test_a_missing_run_directory_is_named_as_missing(tmp_path, capsys):
+    """It said "holds 0 numbered checkpoints", as if the folder existed (#17, new-user pass)."""
+    missing = tmp_path / "no-such-run"
+    assert main(["--last", "5", "--dir", str(missing), "--output", str(tmp_path / "a.pt")]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == f"transformer-average: error: no such run directory: {missing}"
+
+
 def test_an_output_in_a_missing_directory_or_a_directory_is_refused(
     tmp_path, write_filled_checkpoint, capsys, monkeypatch
 ):

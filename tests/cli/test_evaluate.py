@@ -117,6 +117,7 @@ def test_test_set_download_failure_names_the_local_alternative(monkeypatch, caps
     monkeypatch.setattr("sacrebleu.utils.get_source_file", offline)
     monkeypatch.setattr("sacrebleu.utils.get_reference_files", offline)
     checkpoint = tmp_path / "unused.pt"
+    checkpoint.write_bytes(b"")  # exists (checked first), never read: the test set fails first
     args = ["--checkpoint", str(checkpoint), "--test-set", "wmt14/full", "--langpair", "en-de"]
     assert main(args) == 1
     error = capsys.readouterr().err
@@ -168,7 +169,9 @@ def test_empty_files_say_there_is_nothing_to_score(tmp_path, capsys):
     assert main(["--hyp", str(empty), "--ref", str(empty)]) == 1
     error = capsys.readouterr().err
     assert error == f"transformer-evaluate: error: nothing to score: {empty} is empty\n"
-    never = str(tmp_path / "never-read.pt")
+    never = tmp_path / "never-read.pt"
+    never.write_bytes(b"")  # exists (checked first), never read: the empty source ends it
+    never = str(never)
     assert main(["--checkpoint", never, "--src", str(empty), "--ref", str(empty)]) == 1
     assert f"nothing to score: {empty} is empty" in capsys.readouterr().err
 
@@ -178,7 +181,9 @@ def test_empty_files_say_there_is_nothing_to_score(tmp_path, capsys):
 )
 def test_decoding_options_are_checked_first(tmp_path, capsys, option, value):
     src = write_lines(tmp_path / "s.en", ["a man ."])
-    never = str(tmp_path / "never-read.pt")
+    never = tmp_path / "never-read.pt"
+    never.write_bytes(b"")  # exists (checked first), never read: the empty source ends it
+    never = str(never)
     argv = ["--checkpoint", never, "--src", str(src), "--ref", str(src), option, value]
     assert main(argv) == 2
     error = capsys.readouterr().err.splitlines()[-1]  # after the usage, as argparse prints
@@ -249,3 +254,14 @@ def test_hyp_out_and_json_through_a_link_are_one_file(tmp_path, capsys):
     assert main([*argv, "--hyp-out", str(tmp_path / "link.json")]) == 2
     assert "--hyp-out and --json name the same file" in capsys.readouterr().err
     assert (tmp_path / "scores.json").read_text() == "{}"
+
+
+def test_a_missing_checkpoint_is_named_before_the_outputs_named_after_it(tmp_path, capsys):
+    """Its folder missing too, the error was about creating the --json folder (#17)."""
+    write_lines(tmp_path / "src.en", ["a b"])
+    write_lines(tmp_path / "ref.de", ["a b"])
+    missing = tmp_path / "no-run" / "checkpoint_avg5.pt"
+    argv = ["--checkpoint", str(missing), "--src", str(tmp_path / "src.en")]
+    assert main([*argv, "--ref", str(tmp_path / "ref.de")]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == f"transformer-evaluate: error: checkpoint not found: {missing}"

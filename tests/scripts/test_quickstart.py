@@ -37,6 +37,19 @@ def test_offline_without_local_files_says_what_to_do(tmp_path, monkeypatch):
         find_multi30k(tmp_path / "download")
 
 
+def test_offline_a_data_dir_without_multi30k_is_shown_resolved(tmp_path, monkeypatch):
+    """The hint repeated the relative value the user gave (`../shared/data`), which resolves
+    against the current directory (#17, new-user pass): it now says where that is."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TRANSFORMER_DATA_DIR", "../elsewhere/data")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    with pytest.raises(FileNotFoundError) as raised:
+        find_multi30k(tmp_path / "download")
+    resolved = (tmp_path / "../elsewhere/data").resolve()
+    assert f"TRANSFORMER_DATA_DIR=../elsewhere/data is {resolved}" in str(raised.value)
+
+
 def test_relative_data_dir_comes_back_absolute(shared_data, tmp_path, monkeypatch):
     """A relative TRANSFORMER_DATA_DIR must not be resolved twice (by us, then by the trainer)."""
     monkeypatch.chdir(shared_data.parent)

@@ -183,6 +183,19 @@ def test_best_and_early_stopping_counters(translation_model, synthetic_tokenizer
     assert all(r["type"] == "valid" for r in records)
 
 
+@pytest.mark.parametrize("best_metric", ["loss", "bleu"])
+def test_the_log_names_the_metric_a_best_validation_is_best_by(
+    best_metric, translation_model, synthetic_tokenizer, pairs, tmp_path
+):
+    """`(best)` after the BLEU figure read as "best BLEU" when the choice was by loss."""
+    validator = _validator(pairs, synthetic_tokenizer, tmp_path, best_metric=best_metric)
+    lines = []
+    validator.log = lines.append
+    state = TrainState()
+    validator.record({"loss": 3.0, "ppl": 20.1, "bleu": 1.5}, state, elapsed_minutes=0.1)
+    assert lines == [f"validation at step 0: loss 3 ppl 20.1 bleu 1.5 (best {best_metric})"]
+
+
 def test_early_stopping_after_patience_validations_without_improvement(
     tmp_path, tiny_run, monkeypatch
 ):

@@ -185,6 +185,8 @@ def _evaluate(args: argparse.Namespace) -> None:
     decoding_config(args)  # the decoding options alone, before anything is read
     device = device_option(args.device) if not args.hyp else None
     checkpoint = checkpoint_file(args.checkpoint, PROG) if args.checkpoint else None
+    if checkpoint is not None and not checkpoint.is_file():  # before the outputs named after it
+        raise FileNotFoundError(f"checkpoint not found: {checkpoint}")
     if args.test_set:
         src_path, ref_paths = fetch_test_set(args.test_set, args.langpair)
         test_name = f"{args.test_set.replace('/', '_')}.{args.langpair}"

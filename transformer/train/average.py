@@ -200,8 +200,11 @@ def last_checkpoints(run_dir: str | Path, count: int) -> list[Path]:
     """The `count` (>= 1) newest numbered checkpoints (checkpoint_<step>.pt) of a run, oldest first.
 
     Raises:
+        FileNotFoundError: when `run_dir` is not a directory.
         ValueError: when the directory holds fewer numbered checkpoints.
     """
+    if not Path(run_dir).is_dir():
+        raise FileNotFoundError(f"no such run directory: {run_dir}")
     found = RunDirectory(run_dir).numbered_checkpoints()
     if len(found) < count:
         raise ValueError(

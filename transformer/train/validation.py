@@ -219,5 +219,8 @@ class Validator:
             shown = " ".join(
                 f"{k} {metrics[k]:.4g}" for k in ("loss", "ppl", "bleu") if k in metrics
             )
-            self.log(f"validation at step {state.step}: {shown}" + (" (best)" if is_best else ""))
+            self.log(
+                f"validation at step {state.step}: {shown}"
+                + (f" (best {train.best_metric})" if is_best else "")
+            )
         return is_best, stop_early
