@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -109,14 +110,26 @@ def run(command: list[str]) -> None:
     shown = "" if "OMP_WAIT_POLICY" in env else "OMP_WAIT_POLICY=PASSIVE "
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     print("+ " + shown + shlex.join(command), flush=True)
-    process = subprocess.Popen(command, cwd=REPO, env=env)
-    interrupted = False
-    while True:
-        try:
-            status = process.wait()
-            break
-        except KeyboardInterrupt:  # the command got the Ctrl-C too: let it save and stop
-            interrupted = True
+    # The step runs in a process group of its own, and every Ctrl-C or SIGTERM the quickstart
+    # gets is passed on to it exactly once: a terminal's Ctrl-C (sent to the foreground group)
+    # and a `kill PID` of the quickstart alone (what a supervisor sends) stop it the same way,
+    # and a second Ctrl-C still means "abort at once" to the step.
+    group = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+    process = subprocess.Popen(command, cwd=REPO, env=env, **group)
+    received = []
+
+    def forward(signum, frame):
+        received.append(signum)
+        process.send_signal(signum)
+
+    passed_on = (signal.SIGINT, signal.SIGTERM)
+    previous = {signum: signal.signal(signum, forward) for signum in passed_on}
+    try:
+        status = process.wait()  # retried after each forwarded signal (PEP 475)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    interrupted = bool(received)
     if interrupted or status in (130, 143):  # Ctrl-C or SIGTERM: the step stopped cleanly
         print("quickstart: interrupted; rerun the same command to resume", file=sys.stderr)
         sys.exit(status if status in (130, 143) else INTERRUPTED)
@@ -170,6 +183,14 @@ def _job(argv: list[str] | None) -> int:
     )
     parser.add_argument("overrides", nargs="*", help="extra config overrides (section.key=value)")
     args = parser.parse_args(argv)
+    problem = None  # checked before an hour of training, not after it
+    if args.average_last < 1:
+        problem = f"--average-last ({args.average_last}) must be at least 1"
+    elif args.max_minutes is not None and not 0 < args.max_minutes < float("inf"):
+        problem = f"--max-minutes ({args.max_minutes}) must be a positive number"
+    if problem:
+        print(f"quickstart: error: {problem}", file=sys.stderr)
+        return 2
 
     src, tgt = args.direction.split("-")
     try:

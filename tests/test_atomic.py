@@ -172,3 +172,37 @@ def test_dev_stdout_redirected_to_a_file_keeps_what_was_printed(tmp_path, mode):
     before = "earlier\n" if mode == "ab" else ""
     assert log.read_text() == before + "printed before\nwritten\nprinted after\n"
     assert listing(tmp_path) == ["log.txt"]
+
+
+def test_temporaries_of_killed_writers_are_removed_and_live_ones_kept(tmp_path):
+    """A SIGKILL during a checkpoint save left `.checkpoint_62.pt.<pid>.<hex>.tmp` for good
+    (#17, bad-input pass; 92 MB each for the Multi30k model). A real writer is killed with
+    SIGKILL in the middle of its write; a live process's temporary and other files stay."""
+    import signal
+    import time
+
+    from transformer.atomic import remove_stale_temporaries
+
+    writer = (
+        "import sys, time; from transformer.atomic import atomic_write; "
+        "atomic_write(sys.argv[1], lambda f: (f.write(b'x' * 1000), f.flush(), time.sleep(60)))"
+    )
+    killed = subprocess.Popen([sys.executable, "-c", writer, str(tmp_path / "c.pt")])
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob(".c.pt.*.tmp")):
+        assert killed.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    (left,) = tmp_path.glob(".c.pt.*.tmp")
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        live = tmp_path / f".d.pt.{alive.pid}.0123abcd.tmp"
+        live.write_bytes(b"y")
+        other = tmp_path / ".notes.tmp"
+        other.write_bytes(b"z")
+        assert remove_stale_temporaries(tmp_path) == [left]
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, other.name])
+    finally:
+        alive.kill()
+        alive.wait()

@@ -97,6 +97,27 @@ def test_failed_save_keeps_the_previous_file(tmp_path, model, tiny_tokenizer, ch
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.pt"]
 
 
+def test_bytes_changed_inside_a_tensor_are_refused_not_loaded(
+    tmp_path, model, tiny_tokenizer, checkpoint_state
+):
+    """torch.load read a checkpoint with 20,000 overwritten bytes in its embedding and the
+    model translated `??` everywhere, exit 0 (#17, bad-input pass): the archive's CRC-32s
+    catch it. The damage is placed in the largest tensor's bytes, found with zipfile."""
+    import zipfile
+
+    path = tmp_path / "c.pt"
+    save_checkpoint(checkpoint_state(model, tiny_tokenizer, 7), path)
+    with zipfile.ZipFile(path) as archive:
+        member = max(archive.infolist(), key=lambda info: info.file_size)
+        start = member.header_offset + 30 + len(member.filename.encode()) + len(member.extra)
+    assert member.compress_type == zipfile.ZIP_STORED  # torch stores tensors uncompressed
+    data = bytearray(path.read_bytes())
+    data[start + 8 : start + 8 + 64] = b"\xff" * 64
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"c\.pt: damaged checkpoint: .* fails its CRC-32"):
+        read_checkpoint(path)
+
+
 WRITER = """
 import sys, torch
 from transformer.checkpoint import save_checkpoint

@@ -156,3 +156,27 @@ def test_a_missing_config_or_a_directory_is_named_as_such(tmp_path):
         load_config(tmp_path / "nope.yaml")
     with pytest.raises(FileNotFoundError, match=r"is a directory, not a YAML file$"):
         load_config(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "text, key, line",
+    [
+        ("model:\n  d_model: 32\nmodel:\n  d_ff: 64\n", "model", 3),  # the first section lost
+        ("model: {d_model: 32, d_model: 64}\n", "d_model", 1),
+        ("train:\n  seed: 1\n  max_steps: 5\n  seed: 2\n", "seed", 4),
+    ],
+)
+def test_a_key_given_twice_is_an_error_naming_it_and_its_line(tmp_path, text, key, line):
+    """PyYAML keeps the last of two equal keys: a whole `model:` section was dropped without a
+    word (#17, bad-input pass). yaml.safe_load is the reference for what is otherwise read."""
+    path = tmp_path / "dup.yaml"
+    path.write_text(text, encoding="utf-8")
+    assert yaml.safe_load(text)  # PyYAML itself accepts it
+    with pytest.raises(
+        ValueError, match=rf"dup\.yaml: invalid YAML: '{key}' given twice \(line {line},"
+    ):
+        load_config(path)
+    unique = tmp_path / "unique.yaml"
+    unique.write_text("model:\n  d_model: 32\n  d_ff: 64\ntrain: {seed: 3}\n", encoding="utf-8")
+    config = load_config(unique)
+    assert (config.model.d_model, config.model.d_ff, config.train.seed) == (32, 64, 3)

@@ -38,7 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["atomic_link", "atomic_write", "atomic_write_text"]
+__all__ = ["atomic_link", "atomic_write", "atomic_write_text", "remove_stale_temporaries"]
 
 
 def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> Path:
@@ -125,6 +125,40 @@ def atomic_link(source: str | Path, path: str | Path) -> Path:
         raise
     _fsync_directory(path.parent)
     return path
+
+
+_TEMPORARY = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)\.[0-9a-f]{8}\.tmp")
+
+
+def remove_stale_temporaries(directory: str | Path) -> list[Path]:
+    """Remove the temporary files (`.<name>.<pid>.<random>.tmp`) that writers killed by
+    SIGKILL or a power cut left in `directory`: those whose process no longer runs. A file of
+    a live process (another writer at work, or a reused pid) stays.
+
+    Returns:
+        The files removed.
+    """
+    removed = []
+    for path in Path(directory).glob(".*.tmp"):
+        match = _TEMPORARY.fullmatch(path.name)
+        if match is None or not path.is_file() or _process_runs(int(match["pid"])):
+            continue
+        path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
+
+
+def _process_runs(pid: int) -> bool:
+    """Whether a process `pid` exists (signal 0 checks without sending anything)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # someone else's process, or a pid we cannot ask about: keep its file
+    return True
 
 
 def _final_path(path: str | Path) -> Path:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import zipfile
 from pathlib import Path
 
 import torch
@@ -72,6 +73,12 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         raise FileNotFoundError(f"checkpoint not found: {path}")
     if path.stat().st_size == 0:
         raise ValueError(f"{path}: not a readable checkpoint: the file is empty (0 bytes)")
+    damaged = _damaged_member(path)
+    if damaged is not None:  # torch.load does not check the CRC-32 of what it reads
+        raise ValueError(
+            f"{path}: damaged checkpoint: {damaged} fails its CRC-32 check (the file was "
+            "changed after it was written; use another checkpoint)"
+        )
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as error:  # a text or foreign file can raise almost anything
@@ -125,6 +132,17 @@ def check_entry_types(state: dict, path: str | Path) -> None:
     ):
         if key in state and not isinstance(state[key], allowed):
             raise ValueError(f"{path}: {key!r} must be {what}, not {type(state[key]).__name__}")
+
+
+def _damaged_member(path: Path) -> str | None:
+    """The first member of a checkpoint's zip archive whose bytes fail their stored CRC-32
+    (`zipfile.ZipFile.testzip`), or None; None also for a file that is not a zip archive
+    (torch.load then says what it is)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError):
+        return None
 
 
 def _load_problem(error: Exception) -> str:

@@ -215,6 +215,18 @@ def config_from_dict(
     return Config(**built)
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping (it keeps the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        keys = [self.construct_object(key, deep=True) for key, _ in node.value]
+        for i, key in enumerate(keys):
+            if isinstance(key, (str, int, float, bool)) and key in keys[:i]:
+                mark = node.value[i][0].start_mark
+                raise yaml.constructor.ConstructorError(None, None, f"{key!r} given twice", mark)
+        return super().construct_mapping(node, deep)
+
+
 def _read_yaml(path: Path) -> dict:
     """The top-level mapping of a YAML config file."""
     if path.is_dir():
@@ -222,7 +234,7 @@ def _read_yaml(path: Path) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"config file not found: {path}")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        raw = yaml.load(path.read_text(encoding="utf-8"), _UniqueKeyLoader) or {}
     except UnicodeDecodeError as error:
         raise ValueError(f"{path}: not a UTF-8 text file ({error.reason})") from error
     except yaml.YAMLError as error:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from transformer.cli import attention, average, evaluate, train, translate
 from transformer.cli.common import (
@@ -108,6 +110,48 @@ def test_run_returns_argparse_statuses_instead_of_exiting(capsys):
     seen = []
     assert run(_parser(), seen.append, ["--n", "3"]) == 0
     assert seen[0].n == 3
+
+
+def test_running_out_of_memory_is_one_line_and_other_runtime_errors_keep_their_traceback(
+    capsys,
+):
+    """`--beam-size 100000` ended in a 30-line traceback from the CPU allocator (#17,
+    bad-input pass). The message is the allocator's own, from a real failed allocation."""
+
+    def work(args):
+        torch.empty(2**62, dtype=torch.uint8)  # 4 EiB: no machine has it
+
+    assert run(_parser(), work, []) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("tool: error: out of memory: ")
+
+    def bug(args):
+        raise RuntimeError("shape '[2, 3]' is invalid for input of size 7")
+
+    with pytest.raises(RuntimeError, match="shape"):
+        run(_parser(), bug, [])
+
+
+def test_sigterm_during_any_command_is_one_line_and_143(capsys):
+    """transformer-translate --output died on SIGTERM without a word and left its temporary
+    file (#17, bad-input pass): SIGTERM now ends every command as Ctrl-C does (files being
+    written are removed by transformer.atomic), with 128 + 15."""
+    import signal
+
+    written = []
+
+    def work(args):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            signal.sigtimedwait([], 0)  # let the handler run here (it raises)
+            time.sleep(5)
+        finally:
+            written.append("cleaned up")
+
+    before = signal.getsignal(signal.SIGTERM)
+    assert run(_parser(), work, []) == 143
+    assert capsys.readouterr().err.splitlines() == ["tool: interrupted"]
+    assert written == ["cleaned up"] and signal.getsignal(signal.SIGTERM) is before
 
 
 def test_other_exceptions_are_bugs_and_keep_their_traceback():
@@ -263,6 +307,7 @@ def test_an_output_in_a_missing_directory_is_one_line_before_any_work(
     pytest.importorskip("matplotlib")  # attention's --output checks the image format first
     src = tmp_path / "s.en"
     src.write_text("a man .\n", encoding="utf-8")
+    (tmp_path / "never.pt").write_bytes(b"")  # exists (evaluate checks that first), never read
     out = tmp_path / "typo" / ("map.png" if flag == "--output" else "out.txt")
     args = [arg.format(tmp=tmp_path, src=src) for arg in argv] + [flag, str(out)]
     assert main(args) == 1
@@ -272,7 +317,7 @@ def test_an_output_in_a_missing_directory_is_one_line_before_any_work(
         f"{prog.get(main, 'transformer-attention')}: error: {flag} {out}: the directory "
         f"{out.parent} does not exist (create it first)"
     )
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.en"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["never.pt", "s.en"]
 
 
 def test_a_run_directory_stands_for_its_best_then_its_last_checkpoint(tmp_path, capsys):

@@ -62,3 +62,15 @@ def test_passive_wait_policy_unless_the_environment_sets_one(given, monkeypatch)
     monkeypatch.setattr(launch.importlib, "import_module", lambda name: fake)
     launch.start("translate")
     assert seen["policy"] == (given or "PASSIVE")  # set before the command's module loads
+
+
+def test_ctrl_c_while_the_command_loads_is_one_line(monkeypatch, capsys):
+    """Ctrl-C in the first second or two (torch loading) printed a KeyboardInterrupt traceback
+    (#17, bad-input pass)."""
+
+    def interrupted_import(name):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(launch.importlib, "import_module", interrupted_import)
+    assert launch.translate(["--help"]) == 130
+    assert capsys.readouterr().err == "transformer-translate: interrupted\n"

@@ -4,8 +4,10 @@ directories, and the environment of its steps."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -94,7 +96,7 @@ def test_steps_run_with_passive_openmp_threads_unless_set(given, monkeypatch, ca
     seen = {}
 
     class FakePopen:
-        def __init__(self, command, cwd, env):
+        def __init__(self, command, cwd, env, **group):
             seen.update(command=command, env=env)
 
         def wait(self):
@@ -108,17 +110,44 @@ def test_steps_run_with_passive_openmp_threads_unless_set(given, monkeypatch, ca
     assert ("OMP_WAIT_POLICY=PASSIVE transformer-train" in echoed) == (given is None)
 
 
-def test_ctrl_c_lets_the_step_stop_and_says_so_in_one_line(tmp_path):
-    """Ctrl-C reaches the step and the quickstart alike: the quickstart waits for the step to
-    save and stop, then one line and status 130 (it printed a KeyboardInterrupt traceback)."""
-    step = "import os, signal, time; os.kill(os.getppid(), signal.SIGINT); time.sleep(0.3)"
-    step += "; exit(130)"
-    code = f"from scripts import quickstart; quickstart.run([{sys.executable!r}, '-c', {step!r}])"
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=quickstart.REPO, capture_output=True, text=True
+# A step that saves and stops on SIGINT / SIGTERM as transformer-train does (status 130 / 143),
+# after noting each signal it got; without one it would sleep 30 s and exit 0.
+STEP = """
+import signal, sys, time
+def stop(signum, frame):
+    open(sys.argv[1], "a").write(f"{signum}\\n"); time.sleep(0.3); sys.exit(128 + signum)
+signal.signal(signal.SIGINT, stop); signal.signal(signal.SIGTERM, stop)
+open(sys.argv[1] + ".ready", "w").close(); time.sleep(30); sys.exit(0)
+"""
+
+
+@pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_to_the_quickstart_alone_reaches_the_step_once(signum, status, tmp_path):
+    """`kill PID` of the quickstart (a supervisor's SIGTERM) killed it at once and left the
+    trainer running; a SIGINT to it alone was not passed on (#17, bad-input pass). Now the step
+    gets each signal once, stops, and the quickstart says so in one line with its status (it
+    printed a KeyboardInterrupt traceback before that)."""
+    seen = tmp_path / "signals"
+    code = (
+        "from scripts import quickstart; "
+        f"quickstart.run([{sys.executable!r}, '-c', {STEP!r}, {str(seen)!r}])"
     )
-    assert done.returncode == 130, done.stderr
-    assert done.stderr.strip() == "quickstart: interrupted; rerun the same command to resume"
+    quick = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=quickstart.REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not Path(f"{seen}.ready").exists():
+        assert quick.poll() is None and time.monotonic() < deadline, quick.communicate()
+        time.sleep(0.05)
+    quick.send_signal(signum)
+    _, err = quick.communicate(timeout=20)
+    assert quick.returncode == status, err
+    assert err.strip() == "quickstart: interrupted; rerun the same command to resume"
+    assert seen.read_text().split() == [str(int(signum))]  # once, not twice
 
 
 def test_a_wrong_override_or_missing_data_is_one_line(shared_data, tmp_path, monkeypatch, capsys):
@@ -137,3 +166,12 @@ def test_a_wrong_override_or_missing_data_is_one_line(shared_data, tmp_path, mon
     assert quickstart.main(["--max-minutes", "1", "--download-dir", download]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "TRANSFORMER_DATA_DIR" in err
+
+
+@pytest.mark.parametrize("argv", [["--average-last", "0"], ["--max-minutes", "0"]])
+def test_out_of_range_options_stop_before_training(argv, monkeypatch, capsys):
+    """`--average-last 0` started the hour of training (#17, bad-input pass)."""
+    monkeypatch.setattr(quickstart, "run", lambda command: pytest.fail("must stop before"))
+    assert quickstart.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("quickstart: error: ") and argv[0] in err

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -66,3 +67,20 @@ def test_a_failed_preparation_leaves_no_empty_run_directory(tmp_path, tiny_run, 
     with pytest.raises((FileNotFoundError, ValueError)):
         prepare_run_data(config, rank0, log=None)
     assert (run_dir / "notes.txt").read_text(encoding="utf-8") == "mine"
+
+
+def test_rank_0_removes_what_a_killed_save_left_and_says_so(tmp_path, tiny_run):
+    """A save killed by SIGKILL leaves `.checkpoint_<step>.pt.<pid>.<hex>.tmp` (92 MB for the
+    Multi30k model): the next run removes it. The pid is one no process has: the kernel's
+    pid_max is the bound (the writer's own death is tested in tests/test_atomic.py)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    limit = Path("/proc/sys/kernel/pid_max")
+    pid_max = int(limit.read_text()) if limit.exists() else 2**22  # Linux's largest
+    left = run / f".checkpoint_62.pt.{pid_max + 1}.0a1b2c3d.tmp"
+    left.write_bytes(b"partial")
+    config = tiny_run.load([f"train.output_dir={run}"])
+    said = []
+    prepare_run_data(config, DistributedContext(rank=0, world_size=1), log=said.append)
+    assert not left.exists()
+    assert f"removed {left.name}, left by an interrupted write" in said

@@ -18,8 +18,10 @@ Exit status of every command (`run`, which every `main` calls):
   checkpoint (or a `--checkpoint` directory without one), a failed download, a
   non-finite training loss, data problems found while preparing. Printed as one line
   `PROG: error: ...` (a `ValueError`, `OSError` or `FloatingPointError` of the command);
-- 130 after Ctrl-C: one line `PROG: interrupted`, no traceback (files being written are left
-  as they were, see `transformer.atomic`).
+- 1 also when memory runs out (`--beam-size 100000`, a model too large for the machine): one
+  line `PROG: error: out of memory: ...`;
+- 130 after Ctrl-C, 143 after SIGTERM: one line `PROG: interrupted`, no traceback (files being
+  written are left as they were, see `transformer.atomic`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -62,6 +66,17 @@ def run(
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # argparse has printed its message (or the help)
         return exit_.code if isinstance(exit_.code, int) else 2
+    # SIGTERM (a scheduler's or supervisor's stop) as Ctrl-C: files being written are removed,
+    # one line, and the status is 128 + SIGTERM (143), as the shell reports it. A command with
+    # its own handler (transformer-train saves first) installs it inside `work`.
+    received = []
+
+    def on_sigterm(signum: int, frame: object) -> None:
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, on_sigterm) if main_thread else None
     try:
         status = work(args)
     except UsageError as error:
@@ -71,10 +86,28 @@ def run(
     except (ValueError, OSError, FloatingPointError) as error:
         print(f"{parser.prog}: error: {one_line(error_message(error))}", file=sys.stderr)
         return 1
+    except RuntimeError as error:
+        if not is_out_of_memory(error):
+            raise  # a defect of ours: the traceback is what a bug report needs
+        print(f"{parser.prog}: error: out of memory: {one_line(str(error))}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"{parser.prog}: interrupted", file=sys.stderr)
-        return 130
+        return 128 + signal.SIGTERM if received else 130
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
     return status if isinstance(status, int) else 0
+
+
+def is_out_of_memory(error: RuntimeError) -> bool:
+    """Whether `error` says an allocation failed: torch's `OutOfMemoryError` (a GPU) or the
+    CPU allocator's "can't allocate memory" / "out of memory" (too large a beam, batch or
+    model for the machine: a user's setting, not a defect)."""
+    if isinstance(error, torch.OutOfMemoryError):
+        return True
+    text = str(error).lower()
+    return "can't allocate memory" in text or "out of memory" in text
 
 
 def device_option(value: str) -> torch.device:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import sys
 
 
 def start(command: str, argv: list[str] | None = None) -> int:
@@ -25,10 +26,15 @@ def start(command: str, argv: list[str] | None = None) -> int:
         argv: Its arguments (None: `sys.argv[1:]`).
 
     Returns:
-        The command's exit status.
+        The command's exit status (130 after a Ctrl-C while its module loads).
     """
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    return importlib.import_module(f"transformer.cli.{command}").main(argv)
+    try:
+        module = importlib.import_module(f"transformer.cli.{command}")
+    except KeyboardInterrupt:  # Ctrl-C while torch loads (a second or two): no traceback
+        print(f"transformer-{command}: interrupted", file=sys.stderr)
+        return 130
+    return module.main(argv)
 
 
 # The entry points of pyproject.toml's [project.scripts], one per command: `f(argv=None)`.

@@ -25,9 +25,7 @@ import dataclasses
 import json
 import os
 import shlex
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -70,22 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run `transformer-prepare`; returns the exit status (see the module docstring)."""
-    if threading.current_thread() is not threading.main_thread():
-        return run(build_parser(), _prepare, argv)
-    # SIGTERM (a scheduler's stop) as Ctrl-C: what is being written is removed, one line; the
-    # status is then 128 + SIGTERM (143), as the shell and transformer-train report it.
-    received = []
-
-    def on_sigterm(signum: int, frame: object) -> None:
-        received.append(signum)
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
-    try:
-        status = run(build_parser(), _prepare, argv)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    return 128 + signal.SIGTERM if received and status == 130 else status
+    return run(build_parser(), _prepare, argv)  # SIGTERM as Ctrl-C, 143 (cli/common.run)
 
 
 def _prepare(args: argparse.Namespace) -> None:

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from transformer.atomic import remove_stale_temporaries
 from transformer.config import Config
 from transformer.data.prepare import DataNotPrepared, PreparedData, prepare_data
 from transformer.train.distributed import DistributedContext
@@ -57,6 +58,10 @@ def prepare_run_data(
     """
     run_dir = RunDirectory(config.train.output_dir)
     if context.is_main:
+        if run_dir.path.is_dir():  # what a save killed by SIGKILL or a power cut left
+            for path in remove_stale_temporaries(run_dir.path):
+                if log is not None:
+                    log(f"removed {path.name}, left by an interrupted write")
         with run_dir.removed_if_left_empty():  # missing or empty corpora, Ctrl-C
             return prepare_data(
                 config.data, run_dir.path, train=True, log=log, replace_model=replace_model
