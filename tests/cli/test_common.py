@@ -154,6 +154,29 @@ def test_sigterm_during_any_command_is_one_line_and_143(capsys):
     assert written == ["cleaned up"] and signal.getsignal(signal.SIGTERM) is before
 
 
+def test_a_closed_pipe_on_stdout_ends_quietly_as_sigpipe_does(tmp_path):
+    """`... | transformer-translate ... | head -1` ended with `error: [Errno 32] Broken pipe`
+    (#17, bad-input pass). A real closed pipe: the reader exits before the writer writes; the
+    reference is the shell's status of a tool that SIGPIPE stops, 128 + 13."""
+    import signal
+    import subprocess
+    import sys
+
+    code = (
+        "import argparse, sys, time; from transformer.cli.common import run; "
+        "time.sleep(0.5); "
+        "sys.exit(run(argparse.ArgumentParser(prog='tool'), "
+        "lambda args: [print('line', flush=True) for _ in range(10**6)], []))"
+    )
+    writer = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    writer.stdout.close()  # the reader is gone before the first line
+    err = writer.stderr.read().decode()
+    assert writer.wait(timeout=60) == 128 + signal.SIGPIPE, err
+    assert err == ""
+
+
 def test_other_exceptions_are_bugs_and_keep_their_traceback():
     def work(args):
         raise KeyError("bug")

@@ -20,6 +20,8 @@ Exit status of every command (`run`, which every `main` calls):
   `PROG: error: ...` (a `ValueError`, `OSError` or `FloatingPointError` of the command);
 - 1 also when memory runs out (`--beam-size 100000`, a model too large for the machine): one
   line `PROG: error: out of memory: ...`;
+- 141 without a word when the reader of stdout goes away (`| head -1`), as for a tool that
+  SIGPIPE stops;
 - 130 after Ctrl-C, 143 after SIGTERM: one line `PROG: interrupted`, no traceback (files being
   written are left as they were, see `transformer.atomic`).
 """
@@ -83,6 +85,9 @@ def run(
         parser.print_usage(sys.stderr)  # as parser.error() does, but returning the status
         print(f"{parser.prog}: error: {one_line(str(error))}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (`| head -1`): stop as SIGPIPE stops a tool
+        _silence_stdout()
+        return 128 + signal.SIGPIPE
     except (ValueError, OSError, FloatingPointError) as error:
         print(f"{parser.prog}: error: {one_line(error_message(error))}", file=sys.stderr)
         return 1
@@ -98,6 +103,18 @@ def run(
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
     return status if isinstance(status, int) else 0
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush of a closed pipe adds
+    no error of its own (the Python documentation's advice on SIGPIPE)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (a test's capture)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 def is_out_of_memory(error: RuntimeError) -> bool:
