@@ -156,8 +156,8 @@ def _process_runs(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except (PermissionError, OverflowError, OSError):
-        return True  # someone else's process, or a pid we cannot ask about: keep its file
+    except (OverflowError, OSError):
+        return True  # someone else's process (EPERM), or a pid we cannot ask about: keep it
     return True
 
 

@@ -58,10 +58,9 @@ def prepare_run_data(
     """
     run_dir = RunDirectory(config.train.output_dir)
     if context.is_main:
-        if run_dir.path.is_dir():  # what a save killed by SIGKILL or a power cut left
-            for path in remove_stale_temporaries(run_dir.path):
-                if log is not None:
-                    log(f"removed {path.name}, left by an interrupted write")
+        for path in remove_stale_temporaries(run_dir.path):  # left by a SIGKILL'ed save
+            if log is not None:
+                log(f"removed {path.name}, left by an interrupted write")
         with run_dir.removed_if_left_empty():  # missing or empty corpora, Ctrl-C
             return prepare_data(
                 config.data, run_dir.path, train=True, log=log, replace_model=replace_model
