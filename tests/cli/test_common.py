@@ -11,7 +11,6 @@ import argparse
 import os
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -24,7 +23,6 @@ from transformer.cli.common import (
     checkpoint_file,
     one_line,
     run,
-    warn_capped_lines,
 )
 
 TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny.yaml"
@@ -234,35 +232,6 @@ def test_an_empty_file_name_is_a_usage_error(tmp_path, capsys, main, argv, flag)
     assert list(tmp_path.iterdir()) == []
 
 
-def _translator(max_positions: int):
-    """What `warn_capped_lines` uses of a Translator: one token per word."""
-    config = SimpleNamespace(max_positions=max_positions)
-    tokenizer = SimpleNamespace(encode_batch=lambda lines: [line.split() for line in lines])
-    return SimpleNamespace(model=SimpleNamespace(config=config), tokenizer=tokenizer)
-
-
-@pytest.mark.parametrize(
-    ("a", "b", "warned"),
-    [
-        (1.0, 5, None),  # 3 + 5 = 8 = max_positions: not capped
-        (1.5, 4, None),  # floor(8.5) = 8, the decoder's limit: not capped
-        (2.0, 3, "9"),
-        (1e300, 0, "3e+300"),
-        (1e308, 50, "inf"),  # a * S overflows the float range
-    ],
-)
-def test_warn_capped_lines_for_any_finite_a_and_b(capsys, a, b, warned):
-    settings = {"max_len_a": a, "max_len_b": b}
-    warn_capped_lines("tool", _translator(8), ["x y z", ""], settings)
-    lines = capsys.readouterr().err.splitlines()
-    if warned is None:
-        assert lines == []
-    else:
-        (line,) = lines
-        assert line.startswith("tool: warning: line 1 has 3 source tokens")
-        assert f"limited to max_positions (8) tokens instead of {warned} " in line
-
-
 def test_output_paths_through_dangling_links_are_refused(tmp_path):
     into_nothing = tmp_path / "out.txt"
     into_nothing.symlink_to(tmp_path / "missing" / "out.txt")
@@ -399,3 +368,30 @@ def test_every_command_taking_a_checkpoint_takes_a_run_directory(
     assert main(argv) == 1
     (error,) = capsys.readouterr().err.splitlines()
     assert error.startswith(f"{prog}: error: --checkpoint {run_dir} is a directory without ")
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize(
+    "write", ["(sys.stdout.write('line\\n'), sys.stdout.flush())", "print('line')"]
+)
+def test_a_full_stdout_is_one_line_naming_stdout(write):
+    """`transformer-translate ... > /dev/full` said `error: [Errno 28] No space left on device`
+    without naming what was full, or (output still buffered at exit) `Exception ignored ...`
+    with status 120 (#17, bad-input pass). Both ways a command writes: a write flushed at once
+    (the translations) and a `print` (a summary line). The reference is /dev/full itself:
+    every write to it fails with ENOSPC, whose text is the C library's."""
+    import errno
+    import subprocess
+    import sys
+
+    code = (
+        "import argparse, sys; from transformer.cli.common import run; "
+        f"sys.exit(run(argparse.ArgumentParser(prog='tool'), lambda args: {write}, []))"
+    )
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-c", code], stdout=full, stderr=subprocess.PIPE, timeout=60
+        )
+    err = done.stderr.decode()
+    assert done.returncode == 1, err
+    assert err.splitlines() == [f"tool: error: stdout: {os.strerror(errno.ENOSPC)}"]

@@ -14,12 +14,18 @@ import argparse
 import io
 import json
 import sys
+from types import SimpleNamespace
 
 import pytest
 
 from transformer.cli import evaluate, translate
 from transformer.cli.common import UsageError
-from transformer.cli.decode_options import DECODE_OPTIONS, add_decoding_arguments, decoding_config
+from transformer.cli.decode_options import (
+    DECODE_OPTIONS,
+    add_decoding_arguments,
+    decoding_config,
+    warn_capped_lines,
+)
 from transformer.decode.config import DecodeConfig
 from transformer.decode.translator import Translator
 
@@ -161,3 +167,32 @@ def test_given_options_override_the_checkpoint_section_and_greedy_excludes_its_s
     assert decoding_config(parser.parse_args([]), section) == section
     with pytest.raises(UsageError, match=r"^--greedy and --sampling exclude each other$"):
         decoding_config(parser.parse_args(["--greedy"]), section)
+
+
+def _translator(max_positions: int):
+    """What `warn_capped_lines` uses of a Translator: one token per word."""
+    config = SimpleNamespace(max_positions=max_positions)
+    tokenizer = SimpleNamespace(encode_batch=lambda lines: [line.split() for line in lines])
+    return SimpleNamespace(model=SimpleNamespace(config=config), tokenizer=tokenizer)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "warned"),
+    [
+        (1.0, 5, None),  # 3 + 5 = 8 = max_positions: not capped
+        (1.5, 4, None),  # floor(8.5) = 8, the decoder's limit: not capped
+        (2.0, 3, "9"),
+        (1e300, 0, "3e+300"),
+        (1e308, 50, "inf"),  # a * S overflows the float range
+    ],
+)
+def test_warn_capped_lines_for_any_finite_a_and_b(capsys, a, b, warned):
+    settings = {"max_len_a": a, "max_len_b": b}
+    warn_capped_lines("tool", _translator(8), ["x y z", ""], settings)
+    lines = capsys.readouterr().err.splitlines()
+    if warned is None:
+        assert lines == []
+    else:
+        (line,) = lines
+        assert line.startswith("tool: warning: line 1 has 3 source tokens")
+        assert f"limited to max_positions (8) tokens instead of {warned} " in line

@@ -9,8 +9,7 @@ import sys
 
 import pytest
 
-from transformer.cli.common import warn_capped_lines
-from transformer.cli.decode_options import decoding_config
+from transformer.cli.decode_options import decoding_config, warn_capped_lines
 from transformer.cli.translate import _exactly, build_parser, main
 from transformer.decode.config import DecodeConfig
 from transformer.decode.translator import Translator

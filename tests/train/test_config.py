@@ -32,6 +32,8 @@ def test_defaults_are_the_papers_recipe():
         ("train.seed=9223372036854775808", "train.seed"),  # 2**63
         ("train.num_threads=100000", "train.num_threads"),
         ("train.lr_scale=.inf", "train.lr_scale"),
+        ("train.output_dir=", "train.output_dir"),
+        ('train.output_dir=" "', "train.output_dir"),
     ],
 )
 def test_out_of_range_train_values_name_the_key(override, key):

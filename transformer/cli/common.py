@@ -18,6 +18,7 @@ Exit status of every command (`run`, which every `main` calls):
   checkpoint (or a `--checkpoint` directory without one), a failed download, a
   non-finite training loss, data problems found while preparing. Printed as one line
   `PROG: error: ...` (a `ValueError`, `OSError` or `FloatingPointError` of the command);
+- 1 when stdout cannot be written (`> /dev/full`): one line `PROG: error: stdout: ...`;
 - 1 also when memory runs out (`--beam-size 100000`, a model too large for the machine): one
   line `PROG: error: out of memory: ...`;
 - 141 without a word when the reader of stdout goes away (`| head -1`), as for a tool that
@@ -29,7 +30,6 @@ Exit status of every command (`run`, which every `main` calls):
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import signal
 import sys
@@ -79,8 +79,10 @@ def run(
 
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, on_sigterm) if main_thread else None
+    stdout, sys.stdout = sys.stdout, _NamedStdout(sys.stdout)
     try:
         status = work(args)
+        sys.stdout.flush()  # what is still buffered: a full disk is reported here, not at exit
     except UsageError as error:
         parser.print_usage(sys.stderr)  # as parser.error() does, but returning the status
         print(f"{parser.prog}: error: {one_line(str(error))}", file=sys.stderr)
@@ -100,9 +102,36 @@ def run(
         print(f"{parser.prog}: interrupted", file=sys.stderr)
         return 128 + signal.SIGTERM if received else 130
     finally:
+        sys.stdout = stdout
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
     return status if isinstance(status, int) else 0
+
+
+class _NamedStdout:
+    """sys.stdout while a command runs: a write that fails (`> /dev/full`, a full disk) is an
+    OSError naming "stdout", so the one-line error says what could not be written."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+    def write(self, text: str) -> int:
+        return self._named(self._stream.write, text)
+
+    def flush(self) -> None:
+        self._named(self._stream.flush)
+
+    def _named(self, method, *args):
+        try:
+            return method(*args)
+        except BrokenPipeError:  # the reader went away: `run` ends quietly with 141
+            raise
+        except OSError as error:
+            _silence_stdout()  # the interpreter's last flush at exit would fail once more
+            raise OSError(error.errno, error.strerror, "stdout") from None
 
 
 def _silence_stdout() -> None:
@@ -242,27 +271,6 @@ def check_distinct_outputs(outputs: list[tuple[Path | None, str]]) -> None:
             )
             if same:
                 raise UsageError(f"{first_flag} and {second_flag} name the same file ({first})")
-
-
-def warn_capped_lines(prog: str, translator, lines: list[str], settings: dict, first=1) -> None:
-    """Name on stderr every line whose output limit a * S + b exceeds `max_positions`.
-
-    The decoder stops at `model.config.max_positions` tokens (see `transformer.decode.search`),
-    so the translation of such a line is cut if it would be longer; this says which line
-    (`lines[0]` is line `first`). The limit is a float, `inf` when a * S overflows.
-    """
-    cap = translator.model.config.max_positions
-    a, b = settings["max_len_a"], settings["max_len_b"]
-    for number, ids in enumerate(translator.tokenizer.encode_batch(lines), start=first):
-        limit = a * len(ids) + b
-        if ids and limit >= cap + 1:  # the decoder's limit floor(a * S + b) is above the cap
-            shown = math.floor(limit) if math.isfinite(limit) else limit
-            print(
-                f"{prog}: warning: line {number} has {len(ids)} source tokens; its translation "
-                f"is limited to max_positions ({cap}) tokens instead of {shown:g} "
-                "(max-len-a * tokens + max-len-b) and is cut if longer",
-                file=sys.stderr,
-            )
 
 
 def read_stdin_lines() -> list[str]:

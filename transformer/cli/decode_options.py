@@ -8,13 +8,16 @@ checkpoint's `decode:` section, whose defaults are the paper's (section 6.1: bea
 maximum output length = input + 50). The values are checked by `DecodeConfig` alone (the one
 rule set of `transformer.decode.config`), whose messages name `--x-y` here instead of
 `decode.x_y`; the command line adds one rule of its own: `--greedy` excludes sampling.
+`warn_capped_lines` names the lines whose output length limit exceeds the model's positions.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import re
+import sys
 
 from transformer.cli.common import UsageError
 from transformer.cpu.onednn import LINEAR_KERNELS
@@ -105,3 +108,24 @@ def decoding_config(args: argparse.Namespace, decode: DecodeConfig | None = None
     if getattr(args, "greedy", False) and config.sampling:
         raise UsageError("--greedy and --sampling exclude each other")
     return config
+
+
+def warn_capped_lines(prog: str, translator, lines: list[str], settings: dict, first=1) -> None:
+    """Name on stderr every line whose output limit a * S + b exceeds `max_positions`.
+
+    The decoder stops at `model.config.max_positions` tokens (see `transformer.decode.search`),
+    so the translation of such a line is cut if it would be longer; this says which line
+    (`lines[0]` is line `first`). The limit is a float, `inf` when a * S overflows.
+    """
+    cap = translator.model.config.max_positions
+    a, b = settings["max_len_a"], settings["max_len_b"]
+    for number, ids in enumerate(translator.tokenizer.encode_batch(lines), start=first):
+        limit = a * len(ids) + b
+        if ids and limit >= cap + 1:  # the decoder's limit floor(a * S + b) is above the cap
+            shown = math.floor(limit) if math.isfinite(limit) else limit
+            print(
+                f"{prog}: warning: line {number} has {len(ids)} source tokens; its translation "
+                f"is limited to max_positions ({cap}) tokens instead of {shown:g} "
+                "(max-len-a * tokens + max-len-b) and is cut if longer",
+                file=sys.stderr,
+            )

@@ -44,9 +44,12 @@ from transformer.cli.common import (
     file_name,
     one_line,
     run,
+)
+from transformer.cli.decode_options import (
+    add_decoding_arguments,
+    decoding_config,
     warn_capped_lines,
 )
-from transformer.cli.decode_options import add_decoding_arguments, decoding_config
 from transformer.data.corpus import read_lines
 from transformer.evaluate.bleu import corpus_scores, format_scores
 from transformer.evaluate.sacrebleu_sets import fetch_test_set

@@ -56,9 +56,12 @@ from transformer.cli.common import (
     file_name,
     one_line,
     run,
+)
+from transformer.cli.decode_options import (
+    add_decoding_arguments,
+    decoding_config,
     warn_capped_lines,
 )
-from transformer.cli.decode_options import add_decoding_arguments, decoding_config
 from transformer.data.corpus import count_lines
 from transformer.decode.alignment import check_layer, pharaoh
 from transformer.decode.config import DecodeConfig

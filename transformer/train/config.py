@@ -135,6 +135,8 @@ class TrainConfig:
             "best_metric": tuple(HIGHER_IS_BETTER),
             "linear_kernel": LINEAR_KERNELS,
         }
+        if not str(self.output_dir).strip():
+            raise ValueError("train.output_dir is empty: name the run directory")
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(
