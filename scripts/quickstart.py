@@ -10,7 +10,9 @@ user gets from the CLI):
 1. find Multi30k in `$TRANSFORMER_DATA_DIR/multi30k` (train/val/test_2016_flickr .en/.de), or
    download it with `datasets` from the Hugging Face dataset `bentrevett/multi30k` into
    `data/multi30k` (needs network access; a clear error says what to do without it);
-2. `transformer-train --config configs/multi30k.yaml` (CPU, or the GPU when present);
+2. `transformer-train --config configs/multi30k.yaml` on the GPU when present; on a CPU one
+   process per core with one thread each, under torchrun (`transformer/cli/torchrun.py`,
+   `cpu_processes`; `--processes N` to choose);
 3. `transformer-average --last N` over the run's last checkpoints;
 4. `transformer-evaluate` on test_2016_flickr with beam 4 and length penalty 0.6;
 5. print a results table and write `results/multi30k_<src>-<tgt>.json`.
@@ -97,6 +99,13 @@ def find_multi30k(download_dir: Path) -> Path:
     return download_dir
 
 
+def torch_sees_a_gpu() -> bool:
+    """Whether torch finds a CUDA device (imported here: the other steps do not need torch)."""
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def run(command: list[str]) -> None:
     """Echo and run a command; exit with its status if it fails.
 
@@ -113,14 +122,22 @@ def run(command: list[str]) -> None:
     # The step runs in a process group of its own, and every Ctrl-C or SIGTERM the quickstart
     # gets is passed on to it exactly once: a terminal's Ctrl-C (sent to the foreground group)
     # and a `kill PID` of the quickstart alone (what a supervisor sends) stop it the same way,
-    # and a second Ctrl-C still means "abort at once" to the step.
+    # and a second Ctrl-C still means "abort at once" to the step (to all of its processes).
     group = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
     process = subprocess.Popen(command, cwd=REPO, env=env, **group)
     received = []
 
     def forward(signum, frame):
         received.append(signum)
-        process.send_signal(signum)
+        if len(received) == 1:
+            process.send_signal(signum)
+            return
+        # A second one goes to the step's whole group: under torchrun, the launcher passed the
+        # first on to its processes once, and the second Ctrl-C must reach them too (abort).
+        try:
+            os.killpg(process.pid, signum)
+        except ProcessLookupError:  # the step has already ended
+            pass
 
     passed_on = (signal.SIGINT, signal.SIGTERM)
     previous = {signum: signal.signal(signum, forward) for signum in passed_on}
@@ -135,6 +152,42 @@ def run(command: list[str]) -> None:
         sys.exit(status if status in (130, 143) else INTERRUPTED)
     if status != 0:
         sys.exit(f"quickstart: command failed with exit status {status}: {shlex.join(command)}")
+
+
+def cpu_processes(cores: int, tokens_per_update: int | None) -> int:
+    """Training processes for a CPU job: one per core, each keeping 1024 tokens or more.
+
+    A process with one thread trains a Multi30k-sized model faster than one process with two
+    threads does (PyTorch's per-operator overheads do not shrink with threads; BENCHMARKS.md,
+    "CPU training: processes"), so the cores go to torch.distributed processes (gloo) first.
+    `train.tokens_per_update` keeps the update's size whatever the count; without it each
+    process would add its own `max_tokens`, so the job stays in one process.
+
+    Args:
+        cores: CPU cores the job may use.
+        tokens_per_update: The config's `train.tokens_per_update`, or None.
+
+    Returns:
+        The process count, at least 1.
+    """
+    if tokens_per_update is None:
+        return 1
+    return max(1, min(cores, tokens_per_update // 1024))
+
+
+def training_command(python: str, processes: int, arguments: list[str]) -> list[str]:
+    """`transformer.cli.train` with `arguments`, under torchrun when `processes` > 1.
+
+    The processes are one machine's (`--standalone`: torch.distributed's own rendezvous on a
+    free local port), as `torchrun --standalone --nproc_per_node N -m transformer.train` runs
+    them (README, "Training on GPUs").
+    """
+    train = ["-m", "transformer.cli.train", *arguments]
+    if processes == 1:
+        return [python, *train]
+    # torchrun itself, ending in one line instead of a traceback (transformer/cli/torchrun.py).
+    launcher = ["-m", "transformer.cli.torchrun", "--standalone", f"--nproc_per_node={processes}"]
+    return [python, *launcher, *train]
 
 
 def training_summary(run_dir: Path) -> dict:
@@ -173,19 +226,26 @@ def _job(argv: list[str] | None) -> int:
     parser.add_argument("--download-dir", default=str(REPO / "data" / "multi30k"))
     parser.add_argument("--fresh", action="store_true", help="retrain even if the run exists")
     parser.add_argument(
+        "--processes",
+        type=int,
+        help="training processes (default: 1 on a GPU; on a CPU one per core, one thread each)",
+    )
+    parser.add_argument(
         "--run-dir", help="checkpoints and logs (default: checkpoints/multi30k_<src>-<tgt>)"
     )
     parser.add_argument(
         "--results-dir",
         help="where the scores, hypotheses and summary go (default: results/ for the full job, "
-        "the run directory of a changed job: --max-minutes, --run-dir, --config, --average-last or "
-        "overrides)",
+        "the run directory of a changed job: --max-minutes, --run-dir, --config, --average-last, "
+        "--processes or overrides)",
     )
     parser.add_argument("overrides", nargs="*", help="extra config overrides (section.key=value)")
     args = parser.parse_args(argv)
     problem = None  # checked before an hour of training, not after it
     if args.average_last < 1:
         problem = f"--average-last ({args.average_last}) must be at least 1"
+    elif args.processes is not None and args.processes < 1:
+        problem = f"--processes ({args.processes}) must be at least 1"
     elif args.max_minutes is not None and not 0 < args.max_minutes < float("inf"):
         problem = f"--max-minutes ({args.max_minutes}) must be a positive number"
     if problem:
@@ -203,9 +263,11 @@ def _job(argv: list[str] | None) -> int:
     default_config = Path(args.config).resolve() == (REPO / "configs" / "multi30k.yaml")
     changed = args.max_minutes is not None or bool(args.overrides) or args.run_dir is not None
     changed = changed or not default_config or args.average_last != 5
+    changed = changed or args.processes is not None
     name = f"multi30k_{src}-{tgt}"
     if changed and args.run_dir is None:
         key = repr((str(Path(args.config).resolve()), args.max_minutes, args.overrides))
+        key += "" if args.processes is None else f" processes={args.processes}"
         name += f"-{hashlib.sha1(f'{key} {args.average_last}'.encode()).hexdigest()[:8]}"
     run_dir = Path(args.run_dir or REPO / "checkpoints" / name).resolve()
     if changed:
@@ -221,19 +283,28 @@ def _job(argv: list[str] | None) -> int:
     if args.max_minutes is not None:
         overrides.append(f"train.max_minutes={args.max_minutes}")
     overrides += args.overrides
-    # Check the test files before an hour of training, not after it.
+    # Check the config and the test files before an hour of training, not after it.
     try:
-        test = load_config(args.config, overrides).data.test
+        config = load_config(args.config, overrides)
     except (FileNotFoundError, ValueError) as error:  # a wrong config or override: status 2
         print(f"quickstart: error: {one_line(str(error))}", file=sys.stderr)
         return 2
+    test = config.data.test
+    cores = len(os.sched_getaffinity(0))
+    processes = args.processes
+    if processes is None:
+        on_gpu = config.train.device != "cpu" and torch_sees_a_gpu()
+        processes = 1 if on_gpu else cpu_processes(cores, config.train.tokens_per_update)
+    if processes > 1 and config.train.num_threads is None:
+        # The cores shared out between the processes (on a CPU; a GPU's use one or two).
+        overrides.append(f"train.num_threads={max(1, cores // processes)}")
     test_prefix = resolve_prefix(test) if test else data_dir / "test_2016_flickr"
     for lang in (src, tgt):
         if not Path(f"{test_prefix}.{lang}").is_file():
             sys.exit(f"quickstart: test file not found: {test_prefix}.{lang} (data.test={test})")
     python = sys.executable
     start = time.time()
-    train_command = [python, "-m", "transformer.cli.train", "--config", args.config, *overrides]
+    train_command = training_command(python, processes, ["--config", args.config, *overrides])
     if args.fresh:
         train_command.append("--no-resume")
     run(train_command)

@@ -343,3 +343,16 @@ def test_tied_copies_with_nan_at_different_places_are_refused(
     save_checkpoint({**checkpoint_state(model, tiny_tokenizer, 7), "model": weights}, path)
     with pytest.raises(ValueError, match=r": tied weights 'src_embed.weight' and 'tgt_embed"):
         load_checkpoint(path)
+
+
+def test_a_checkpoint_holding_the_other_schedules_ignored_knob_still_loads(
+    tmp_path, model, tiny_tokenizer, checkpoint_state
+):
+    """Runs from before train.peak_lr / lr_scale were checked against lr_schedule stored the
+    knob their schedule ignored (make demo's own tries did); they load, without it."""
+    state = checkpoint_state(model, tiny_tokenizer, 7)
+    train = state.setdefault("config", {}).setdefault("train", {})
+    train.update(lr_schedule="inverse_sqrt", peak_lr=0.005, lr_scale=0.32)
+    save_checkpoint(state, tmp_path / "c.pt")
+    config = load_checkpoint(tmp_path / "c.pt")[2]
+    assert (config.train.peak_lr, config.train.lr_scale) == (0.005, 1.0)

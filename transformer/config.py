@@ -7,10 +7,9 @@
 paper's base model and recipe and whose `__post_init__` rejects out-of-range values by name: the
 one place where a user's settings are checked.
 
-`load_config` reads `configs/*.yaml`; `config_from_dict` also rebuilds the config stored in a
-checkpoint; `config_to_dict` writes one. Every key is checked against its section's dataclass
-field and type (torchtune-style): an unknown key lists the valid keys of its section, a wrong
-type names the key and the value.
+`load_config` reads `configs/*.yaml`; `config_from_dict` also rebuilds a checkpoint's config;
+`config_to_dict` writes one. Every key is checked against its section's field and type
+(torchtune-style): an unknown key lists its section's valid keys, a wrong type names the key.
 
 Example:
     >>> from transformer.config import load_config
@@ -33,7 +32,7 @@ import yaml
 from transformer.data.config import DataConfig
 from transformer.decode.config import DecodeConfig
 from transformer.model.config import ModelConfig
-from transformer.train.config import TrainConfig
+from transformer.train.config import TrainConfig, without_unused_lr_knob
 
 __all__ = ["Config", "DataConfig", "DecodeConfig", "ModelConfig", "TrainConfig", "load_config"]
 
@@ -195,10 +194,11 @@ def config_from_dict(
                 f"{source}: config section {name!r} must be a mapping of keys, got {values!r}"
             )
     merged = {name: dict(raw.get(name) or {}) for name in sections}
-    if drop_retired:
+    if drop_retired:  # and the other lr schedule's knob, which the stored run ignored
         for name, retired in RETIRED_KEYS.items():
             for key in retired:
                 merged[name].pop(key, None)
+        merged["train"] = without_unused_lr_knob(merged["train"])
     origins: dict[str, dict[str, str]] = {name: {"": source} for name in sections}
     for text in overrides or []:
         section, key, value = _parse_override(text)

@@ -13,6 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 RUNNABLE = (
     "benchmark",
     "cpu_malloc",
+    "cpu_processes",
     "cpu_step_time",
     "ctranslate2_decoding",
     "decoding_features",

@@ -150,6 +150,57 @@ def test_a_signal_to_the_quickstart_alone_reaches_the_step_once(signum, status, 
     assert seen.read_text().split() == [str(int(signum))]  # once, not twice
 
 
+# A launcher as torchrun is: it passes the first signal on to its worker once and no more.
+# The worker notes each signal; the first starts a 20 s "save", a second aborts at once (1).
+LAUNCHER = """
+import signal, subprocess, sys
+worker = subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]])
+passed = []
+def once(signum, frame):
+    if not passed:
+        passed.append(signum); worker.send_signal(signum)
+signal.signal(signal.SIGINT, once)
+sys.exit(worker.wait())
+"""
+WORKER = """
+import signal, sys, time
+got = []
+def stop(signum, frame):
+    got.append(signum); open(sys.argv[1], "a").write(f"{signum}\\n")
+    if len(got) > 1:
+        sys.exit(1)
+    time.sleep(20); sys.exit(130)
+signal.signal(signal.SIGINT, stop)
+open(sys.argv[1] + ".ready", "w").close(); time.sleep(30)
+"""
+
+
+def test_a_second_ctrl_c_reaches_the_processes_of_a_launcher_step(tmp_path):
+    """Under torchrun the quickstart's step is a launcher that passes one signal on; the second
+    Ctrl-C now goes to the step's whole process group, so its worker aborts at once."""
+    seen = tmp_path / "signals"
+    step = [sys.executable, "-c", LAUNCHER, WORKER, str(seen)]
+    code = f"from scripts import quickstart; quickstart.run({step!r})"
+    quick = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=quickstart.REPO, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 60
+    while not Path(f"{seen}.ready").exists():
+        assert quick.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    quick.send_signal(signal.SIGINT)
+    while not seen.exists():  # the worker got the first one, through the launcher
+        assert quick.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    started = time.monotonic()
+    quick.send_signal(signal.SIGINT)
+    _, err = quick.communicate(timeout=15)
+    assert time.monotonic() - started < 10  # not the 20 s "save": the worker aborted
+    assert seen.read_text().split() == [str(int(signal.SIGINT))] * 2
+    assert quick.returncode == 130
+    assert err.strip() == "quickstart: interrupted; rerun the same command to resume"
+
+
 def test_a_wrong_override_or_missing_data_is_one_line(shared_data, tmp_path, monkeypatch, capsys):
     """A config typo is a wrong command line (2, as transformer-train); no data and no network
     is one line (1), not two chained tracebacks."""
@@ -168,10 +219,68 @@ def test_a_wrong_override_or_missing_data_is_one_line(shared_data, tmp_path, mon
     assert len(err.splitlines()) == 1 and "TRANSFORMER_DATA_DIR" in err
 
 
-@pytest.mark.parametrize("argv", [["--average-last", "0"], ["--max-minutes", "0"]])
+@pytest.mark.parametrize(
+    "argv", [["--average-last", "0"], ["--max-minutes", "0"], ["--processes", "0"]]
+)
 def test_out_of_range_options_stop_before_training(argv, monkeypatch, capsys):
     """`--average-last 0` started the hour of training (#17, bad-input pass)."""
     monkeypatch.setattr(quickstart, "run", lambda command: pytest.fail("must stop before"))
     assert quickstart.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("quickstart: error: ") and argv[0] in err
+
+
+@pytest.mark.parametrize(
+    "cores, tokens_per_update, expected",
+    [(2, 4096, 2), (1, 4096, 1), (16, 4096, 4), (16, 25000, 16), (2, None, 1), (8, 1000, 1)],
+)
+def test_cpu_processes_one_per_core_while_each_keeps_1024_tokens(
+    cores, tokens_per_update, expected
+):
+    assert quickstart.cpu_processes(cores, tokens_per_update) == expected
+
+
+def test_training_command_runs_one_process_plainly_and_more_under_torchrun():
+    args = ["--config", "c.yaml", "train.max_steps=3"]
+    plain = ["py", "-m", "transformer.cli.train", *args]
+    assert quickstart.training_command("py", 1, args) == plain
+    assert quickstart.training_command("py", 2, args) == [
+        "py", "-m", "transformer.cli.torchrun", "--standalone", "--nproc_per_node=2",
+        "-m", "transformer.cli.train", *args,
+    ]  # fmt: skip
+
+
+def _planned_training(monkeypatch, argv, cores):
+    """The training command the quickstart would run on `cores` CPU cores without a GPU."""
+    calls = []
+
+    def stop(command):
+        calls.append(command)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(quickstart, "run", stop)
+    monkeypatch.setattr(quickstart, "torch_sees_a_gpu", lambda: False)
+    monkeypatch.setattr(quickstart.os, "sched_getaffinity", lambda pid: set(range(cores)))
+    with pytest.raises(SystemExit):
+        quickstart.main(argv)
+    return calls[0]
+
+
+def test_the_demo_on_two_cpu_cores_trains_two_one_thread_processes(shared_data, monkeypatch):
+    """One process per core, one thread each: faster than one two-thread process (#17)."""
+    monkeypatch.setenv("TRANSFORMER_DATA_DIR", str(shared_data))
+    command = _planned_training(monkeypatch, ["--max-minutes", "3"], cores=2)
+    assert command[1:5] == ["-m", "transformer.cli.torchrun", "--standalone", "--nproc_per_node=2"]
+    assert "train.num_threads=1" in command
+    single = _planned_training(monkeypatch, ["--max-minutes", "3"], cores=1)
+    assert single[1:3] == ["-m", "transformer.cli.train"]
+    assert not any(a.startswith("train.num_threads=") for a in single)
+
+
+def test_processes_and_threads_given_by_the_user_are_kept(shared_data, monkeypatch):
+    monkeypatch.setenv("TRANSFORMER_DATA_DIR", str(shared_data))
+    argv = ["--processes", "1", "--max-minutes", "3"]
+    assert _planned_training(monkeypatch, argv, cores=2)[1:3] == ["-m", "transformer.cli.train"]
+    argv = ["--max-minutes", "3", "train.num_threads=3"]
+    command = _planned_training(monkeypatch, argv, cores=2)
+    assert "--nproc_per_node=2" in command and "train.num_threads=1" not in command

@@ -103,3 +103,26 @@ def test_a_decoded_best_metric_without_bleu_sentences_is_refused_at_load(metric)
     with pytest.raises(ValueError, match=f"train.best_metric is '{metric}' but train.valid_bleu"):
         TrainConfig(best_metric=metric, valid_bleu_sentences=0)
     assert TrainConfig(best_metric="loss", valid_bleu_sentences=0).valid_bleu_sentences == 0
+
+
+def test_peak_lr_with_the_noam_schedule_is_an_error_not_ignored():
+    # noam's height is lr_scale; a peak_lr there used to be dropped without a word.
+    with pytest.raises(ValueError, match=r"train\.peak_lr \(0\.005\) is the peak of"):
+        TrainConfig(lr_schedule="noam", peak_lr=0.005)
+
+
+def test_lr_scale_with_the_inverse_sqrt_schedule_is_an_error_not_ignored():
+    with pytest.raises(ValueError, match=r"train\.lr_scale \(0\.32\) scales lr_schedule noam"):
+        TrainConfig(lr_schedule="inverse_sqrt", peak_lr=0.005, lr_scale=0.32)
+    assert TrainConfig(lr_schedule="inverse_sqrt", peak_lr=0.005).peak_lr == 0.005
+
+
+def test_a_stored_section_loses_only_the_knob_its_schedule_ignored():
+    from transformer.train.config import without_unused_lr_knob
+
+    noam = {"lr_schedule": "noam", "lr_scale": 0.32, "peak_lr": 0.005}
+    assert without_unused_lr_knob(noam) == {"lr_schedule": "noam", "lr_scale": 0.32}
+    assert without_unused_lr_knob({"peak_lr": 0.005}) == {}  # noam is the default
+    inverse = {"lr_schedule": "inverse_sqrt", "lr_scale": 0.32, "peak_lr": 0.005}
+    assert without_unused_lr_knob(inverse) == {"lr_schedule": "inverse_sqrt", "peak_lr": 0.005}
+    assert noam["peak_lr"] == 0.005  # the caller's dict is left as it was

@@ -7,6 +7,7 @@
 - `attention.py`: `transformer-attention`; `export.py`: `transformer-export`;
 - `plot.py`: `transformer-plot` (a run's training curves);
 - `launch.py`: the entry points of all of them (the OpenMP wait policy, set before torch loads);
+- `torchrun.py`: `python -m transformer.cli.torchrun`, torchrun ending in one line (make demo);
 - `common.py`: what they share (devices, files, exit codes); `decode_options.py`: the
   decoding options of translate and evaluate, defined once.
 

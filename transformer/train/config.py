@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 
 from transformer.cpu.onednn import LINEAR_KERNELS
+from transformer.train.batch_plan import BatchPlan
 
 LR_SCHEDULES = ("noam", "inverse_sqrt")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
@@ -21,6 +22,22 @@ DECODED_METRICS = ("bleu", "chrf")
 SEED_LIMIT = 2**63
 # torch.set_num_threads far beyond any machine's cores crashes the process.
 MAX_NUM_THREADS = 1024
+
+
+def without_unused_lr_knob(train: dict) -> dict:
+    """A stored `train:` section without the other schedule's knob, which its run ignored.
+
+    Checkpoints written before `TrainConfig` refused `peak_lr` with "noam" (or `lr_scale` with
+    "inverse_sqrt") may hold one; it never changed their learning rate, so it is dropped.
+
+    Args:
+        train: The section's keys as stored.
+
+    Returns:
+        A copy without `peak_lr` under "noam" (the default) or `lr_scale` under "inverse_sqrt".
+    """
+    unused = "lr_scale" if train.get("lr_schedule") == "inverse_sqrt" else "peak_lr"
+    return {key: value for key, value in train.items() if key != unused}
 
 
 @dataclass(frozen=True)
@@ -198,6 +215,17 @@ class TrainConfig:
             raise ValueError(f"train.label_smoothing ({self.label_smoothing}) must be in [0, 1)")
         if self.lr_schedule == "inverse_sqrt" and self.peak_lr is None:
             raise ValueError("train.lr_schedule inverse_sqrt needs train.peak_lr")
+        # Each schedule has one knob for its height; the other one would be silently ignored.
+        if self.lr_schedule == "noam" and self.peak_lr is not None:
+            raise ValueError(
+                f"train.peak_lr ({self.peak_lr}) is the peak of lr_schedule inverse_sqrt; "
+                "lr_schedule noam is scaled by train.lr_scale: set one of the two"
+            )
+        if self.lr_schedule == "inverse_sqrt" and self.lr_scale != 1.0:
+            raise ValueError(
+                f"train.lr_scale ({self.lr_scale}) scales lr_schedule noam only; "
+                "lr_schedule inverse_sqrt peaks at train.peak_lr: drop lr_scale"
+            )
         if self.best_metric in DECODED_METRICS and self.valid_bleu_sentences == 0:
             raise ValueError(
                 f"train.best_metric is {self.best_metric!r} but train.valid_bleu_sentences is 0"
@@ -235,48 +263,3 @@ class TrainConfig:
         max_tokens = math.ceil(target / (update_freq * world_size))
         max_tokens = min(self.max_tokens, max(max_tokens, longest))
         return BatchPlan(max_tokens, update_freq, world_size, target)
-
-
-@dataclass(frozen=True)
-class BatchPlan:
-    """How one update is split: micro-batches of `max_tokens` x `update_freq` x processes.
-
-    Attributes:
-        max_tokens: Tokens per side per micro-batch per process, padding included.
-        update_freq: Micro-batches accumulated per process per update.
-        world_size: Processes.
-        target: `train.tokens_per_update`, or None when `update_freq` was given.
-    """
-
-    max_tokens: int
-    update_freq: int
-    world_size: int
-    target: int | None
-
-    @property
-    def tokens_per_update(self) -> int:
-        """Tokens per side of one update over all processes, padding included (at most)."""
-        return self.max_tokens * self.update_freq * self.world_size
-
-    @property
-    def off_target(self) -> float:
-        """Relative distance of `tokens_per_update` from the target (0 without one)."""
-        if self.target is None:
-            return 0.0
-        return abs(self.tokens_per_update - self.target) / self.target
-
-    def describe(self) -> str:
-        """One line: the effective figure, how it is made, and a warning when > 10% off."""
-        line = (
-            f"tokens per update: up to {self.tokens_per_update:,} per side, padding included "
-            f"(max_tokens {self.max_tokens} x update_freq {self.update_freq} x "
-            f"{self.world_size} process(es))"
-        )
-        if self.target is not None:
-            line += f"; target train.tokens_per_update {self.target:,}"
-            if self.off_target > 0.1:
-                line += (
-                    f". warning: {100 * self.off_target:.0f}% off the target (a micro-batch must "
-                    "hold the longest pair); the learning-rate schedule assumes the target"
-                )
-        return line

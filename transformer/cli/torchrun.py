@@ -1,0 +1,55 @@
+"""torchrun as `make demo` starts it: the same launcher, with one line instead of a traceback.
+
+    python -m transformer.cli.torchrun --standalone --nproc_per_node 2 -m transformer.cli.train ...
+
+takes torchrun's arguments (`torch.distributed.run`, PyTorch's launcher) and runs it unchanged.
+Only its ending differs. torchrun itself answers a Ctrl-C or a SIGTERM by passing the signal
+on to its processes, which finish their update and save (`transformer/train/interrupt.py`), and
+then raises `SignalException`: a traceback after the processes' own one-line messages. When a
+process fails, it prints a `ChildFailedError` report of some 20 lines below that process's
+own error. Here both end in one line and the usual exit status: 128 + the signal (130 for
+Ctrl-C, 143 for SIGTERM), or the failed process's status.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+PROG = "torchrun"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run torchrun with `argv` (None: `sys.argv[1:]`).
+
+    Args:
+        argv: torchrun's command line (`--nproc_per_node N ... -m module args`).
+
+    Returns:
+        0; 128 + the signal's number after a signal; the first failed process's exit status
+        (1 when it was killed by a signal of its own).
+    """
+    # Imported here, so that `--help` of the other commands never pays for torch.
+    from torch.distributed import run as torchrun
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    try:
+        torchrun.main(sys.argv[1:] if argv is None else argv)
+    except SignalException as error:
+        name = signal.Signals(error.sigval).name
+        print(f"{PROG}: {name}: passed on to the processes, which have stopped", file=sys.stderr)
+        return 128 + int(error.sigval)
+    except ChildFailedError as error:
+        rank, failure = error.get_first_failure()
+        print(
+            f"{PROG}: the process of rank {rank} exited with status {failure.exitcode} "
+            "(its own message is above)",
+            file=sys.stderr,
+        )
+        return failure.exitcode if failure.exitcode > 0 else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
