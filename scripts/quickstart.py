@@ -37,6 +37,7 @@ from transformer.atomic import atomic_write_text
 from transformer.cli.common import one_line
 from transformer.config import load_config
 from transformer.data.corpus import resolve_prefix
+from transformer.data.tokenizer import usable_cores
 from transformer.train.run_directory import RunDirectory
 
 REPO = Path(__file__).resolve().parents[1]
@@ -290,7 +291,7 @@ def _job(argv: list[str] | None) -> int:
         print(f"quickstart: error: {one_line(str(error))}", file=sys.stderr)
         return 2
     test = config.data.test
-    cores = len(os.sched_getaffinity(0))
+    cores = usable_cores()
     processes = args.processes
     if processes is None:
         on_gpu = config.train.device != "cpu" and torch_sees_a_gpu()

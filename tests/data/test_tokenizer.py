@@ -175,3 +175,13 @@ def test_ctrl_c_while_sentencepiece_reads_its_input_is_an_interrupt_not_a_bad_vo
 
     with pytest.raises(KeyboardInterrupt):
         Tokenizer.train(interrupted(), vocab_size=10)
+
+
+def test_usable_cores_is_the_affinity_and_falls_back_off_linux(monkeypatch):
+    from transformer.data import tokenizer
+
+    monkeypatch.setattr(tokenizer.os, "sched_getaffinity", lambda pid: {0, 3, 5}, raising=False)
+    assert tokenizer.usable_cores() == 3
+    monkeypatch.delattr(tokenizer.os, "sched_getaffinity")  # macOS and Windows have none
+    monkeypatch.setattr(tokenizer.os, "cpu_count", lambda: 6)
+    assert tokenizer.usable_cores() == 6

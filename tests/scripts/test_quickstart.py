@@ -260,7 +260,7 @@ def _planned_training(monkeypatch, argv, cores):
 
     monkeypatch.setattr(quickstart, "run", stop)
     monkeypatch.setattr(quickstart, "torch_sees_a_gpu", lambda: False)
-    monkeypatch.setattr(quickstart.os, "sched_getaffinity", lambda pid: set(range(cores)))
+    monkeypatch.setattr(quickstart, "usable_cores", lambda: cores)
     with pytest.raises(SystemExit):
         quickstart.main(argv)
     return calls[0]

@@ -29,8 +29,12 @@ PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 SPM_MODEL_TYPES = ("bpe", "unigram")
 
 
-def _num_threads() -> int:
-    """CPU cores this process may use (SentencePiece's own thread count for training/encoding)."""
+def usable_cores() -> int:
+    """CPU cores this process may use (its affinity on Linux, else all of the machine's).
+
+    SentencePiece's thread count for training and encoding; `make demo` shares them out
+    between its training processes (scripts/quickstart.py).
+    """
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
@@ -213,7 +217,7 @@ class Tokenizer:
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         """Source texts -> ids, encoded by SentencePiece on all cores."""
-        return self._src.encode(list(texts), out_type=int, num_threads=_num_threads())
+        return self._src.encode(list(texts), out_type=int, num_threads=usable_cores())
 
     def encode_target(self, text: str) -> list[int]:
         """Target text -> ids (no bos/eos)."""
@@ -221,7 +225,7 @@ class Tokenizer:
 
     def encode_target_batch(self, texts: list[str]) -> list[list[int]]:
         """Target texts -> ids, encoded by SentencePiece on all cores."""
-        return self._tgt.encode(list(texts), out_type=int, num_threads=_num_threads())
+        return self._tgt.encode(list(texts), out_type=int, num_threads=usable_cores())
 
     def _strip(self, ids: Iterable[int]) -> list[int]:
         """Cut at the first eos and drop pad/bos (decoder outputs contain them)."""
@@ -284,7 +288,7 @@ def _train(
             unk_id=UNK_ID,
             bos_id=BOS_ID,
             eos_id=EOS_ID,
-            num_threads=_num_threads(),
+            num_threads=usable_cores(),
             minloglevel=2,
             **options,
         )
