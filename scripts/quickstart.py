@@ -9,10 +9,11 @@ user gets from the CLI):
 
 1. find Multi30k in `$TRANSFORMER_DATA_DIR/multi30k` (train/val/test_2016_flickr .en/.de), or
    download it with `datasets` from the Hugging Face dataset `bentrevett/multi30k` into
-   `data/multi30k` (needs network access; a clear error says what to do without it);
+   `data/multi30k` (needs network access; a clear error says what to do without it;
+   `transformer/data/multi30k.py`);
 2. `transformer-train --config configs/multi30k.yaml` on the GPU when present; on a CPU one
    process per core with one thread each, under torchrun (`transformer/cli/torchrun.py`,
-   `cpu_processes`; `--processes N` to choose);
+   `transformer/cpu/processes.py`; `--processes N` to choose);
 3. `transformer-average --last N` over the run's last checkpoints;
 4. `transformer-evaluate` on test_2016_flickr with beam 4 and length penalty 0.6;
 5. print a results table and write `results/multi30k_<src>-<tgt>.json`.
@@ -36,68 +37,16 @@ import yaml
 from transformer.atomic import atomic_write_text
 from transformer.cli.common import one_line
 from transformer.config import load_config
+from transformer.cpu.processes import cpu_processes
 from transformer.data.corpus import resolve_prefix
+from transformer.data.multi30k import find_multi30k
 from transformer.data.tokenizer import usable_cores
+from transformer.train.metrics_log import MetricsLog
 from transformer.train.run_directory import RunDirectory
 
 REPO = Path(__file__).resolve().parents[1]
 # Exit status after Ctrl-C or SIGTERM, once the running step has stopped cleanly (as the CLIs).
 INTERRUPTED = 130
-SPLITS = {"train": "train", "validation": "val", "test": "test_2016_flickr"}
-
-
-def _data_dir_hint() -> str:
-    """The end of the no-data message: what TRANSFORMER_DATA_DIR resolved to, or an example."""
-    given = os.environ.get("TRANSFORMER_DATA_DIR")
-    if not given:
-        return ", e.g. TRANSFORMER_DATA_DIR=/path/to/data"
-    resolved = Path(given).expanduser().resolve()
-    # A relative value is read from the current directory, which is easy to forget.
-    return f" (TRANSFORMER_DATA_DIR={given} is {resolved}, which has no complete multi30k/)"
-
-
-def find_multi30k(download_dir: Path) -> Path:
-    """The folder holding Multi30k's `train/val/test_2016_flickr.{en,de}` files.
-
-    Looks in `$TRANSFORMER_DATA_DIR/multi30k`, then `download_dir`; otherwise downloads the
-    Hugging Face dataset `bentrevett/multi30k` into `download_dir`.
-
-    Raises:
-        FileNotFoundError: when the files are not there and the download fails (no network).
-    """
-    wanted = [f"{name}.{lang}" for name in SPLITS.values() for lang in ("en", "de")]
-    candidates = []
-    if os.environ.get("TRANSFORMER_DATA_DIR"):
-        # Absolute, so that transformer-train does not resolve it against the variable again.
-        candidates.append(
-            Path(os.environ["TRANSFORMER_DATA_DIR"]).expanduser().resolve() / "multi30k"
-        )
-    candidates.append(download_dir.expanduser().resolve())
-    for folder in candidates:
-        if all((folder / name).is_file() for name in wanted):
-            return folder
-    print(
-        f"Multi30k not found in {', '.join(map(str, candidates))}; downloading "
-        "bentrevett/multi30k with `datasets` ...",
-        flush=True,
-    )
-    try:
-        import datasets
-
-        dataset = datasets.load_dataset("bentrevett/multi30k")
-    except Exception as error:  # datasets raises many kinds of connection errors
-        raise FileNotFoundError(
-            "could not download the Hugging Face dataset bentrevett/multi30k "
-            f"({type(error).__name__}: {error}). Without network access, point "
-            "TRANSFORMER_DATA_DIR at a folder holding multi30k/{train,val,test_2016_flickr}"
-            ".{en,de}" + _data_dir_hint()
-        ) from error
-    download_dir.mkdir(parents=True, exist_ok=True)
-    for split, name in SPLITS.items():
-        for lang in ("en", "de"):
-            lines = [row[lang].replace("\n", " ").strip() for row in dataset[split]]
-            atomic_write_text(download_dir / f"{name}.{lang}", "\n".join(lines) + "\n")
-    return download_dir
 
 
 def torch_sees_a_gpu() -> bool:
@@ -155,27 +104,6 @@ def run(command: list[str]) -> None:
         sys.exit(f"quickstart: command failed with exit status {status}: {shlex.join(command)}")
 
 
-def cpu_processes(cores: int, tokens_per_update: int | None) -> int:
-    """Training processes for a CPU job: one per core, each keeping 1024 tokens or more.
-
-    A process with one thread trains a Multi30k-sized model faster than one process with two
-    threads does (PyTorch's per-operator overheads do not shrink with threads; BENCHMARKS.md,
-    "CPU training: processes"), so the cores go to torch.distributed processes (gloo) first.
-    `train.tokens_per_update` keeps the update's size whatever the count; without it each
-    process would add its own `max_tokens`, so the job stays in one process.
-
-    Args:
-        cores: CPU cores the job may use.
-        tokens_per_update: The config's `train.tokens_per_update`, or None.
-
-    Returns:
-        The process count, at least 1.
-    """
-    if tokens_per_update is None:
-        return 1
-    return max(1, min(cores, tokens_per_update // 1024))
-
-
 def training_command(python: str, processes: int, arguments: list[str]) -> list[str]:
     """`transformer.cli.train` with `arguments`, under torchrun when `processes` > 1.
 
@@ -189,22 +117,6 @@ def training_command(python: str, processes: int, arguments: list[str]) -> list[
     # torchrun itself, ending in one line instead of a traceback (transformer/cli/torchrun.py).
     launcher = ["-m", "transformer.cli.torchrun", "--standalone", f"--nproc_per_node={processes}"]
     return [python, *launcher, *train]
-
-
-def training_summary(run_dir: Path) -> dict:
-    """Training minutes, mean target tokens/s, steps and the validation curve from metrics.jsonl."""
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    train = [r for r in records if r.get("type", "train") == "train" and "tokens_per_second" in r]
-    valid = [r for r in records if r.get("type") == "valid"]
-    curve = [
-        {k: r[k] for k in ("step", "elapsed_minutes", "loss", "bleu") if k in r} for r in valid
-    ]
-    return {
-        "train_minutes": round(max(r["elapsed_minutes"] for r in records), 2),
-        "steps": max(r["step"] for r in records),
-        "tokens_per_second": round(sum(r["tokens_per_second"] for r in train) / max(len(train), 1)),
-        "learning_curve": curve,
-    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -319,19 +231,8 @@ def _job(argv: list[str] | None) -> int:
             flush=True,
         )
     averaged = run_dir / f"checkpoint_avg{average_last}.pt"
-    run(
-        [
-            python,
-            "-m",
-            "transformer.cli.average",
-            "--last",
-            str(average_last),
-            "--dir",
-            str(run_dir),
-            "--output",
-            str(averaged),
-        ]
-    )
+    average = ["--last", str(average_last), "--dir", str(run_dir), "--output", str(averaged)]
+    run([python, "-m", "transformer.cli.average", *average])
     run_config = yaml.safe_load((run_dir / "config.yaml").read_text())
     decode = run_config["decode"]
     # The recorded results in results/ are only replaced by the full, unmodified job.
@@ -342,30 +243,16 @@ def _job(argv: list[str] | None) -> int:
     stem = f"multi30k_{src}-{tgt}" + ("" if test_name == "test_2016_flickr" else f".{test_name}")
     scores_path = results_dir / f"{stem}.scores.json"
     hyp_path = results_dir / f"multi30k_{src}-{tgt}.{test_name}.hyp.{tgt}"
-    run(
-        [
-            python,
-            "-m",
-            "transformer.cli.evaluate",
-            "--checkpoint",
-            str(averaged),
-            "--src",
-            f"{test_prefix}.{src}",
-            "--ref",
-            f"{test_prefix}.{tgt}",
-            "--beam-size",
-            str(decode["beam_size"]),
-            "--length-penalty",
-            str(decode["length_penalty"]),
-            "--hyp-out",
-            str(hyp_path),
-            "--json",
-            str(scores_path),
-        ]
-    )
+    evaluate = [
+        "--checkpoint", str(averaged), "--src", f"{test_prefix}.{src}",
+        "--ref", f"{test_prefix}.{tgt}", "--beam-size", str(decode["beam_size"]),
+        "--length-penalty", str(decode["length_penalty"]),
+        "--hyp-out", str(hyp_path), "--json", str(scores_path),
+    ]  # fmt: skip
+    run([python, "-m", "transformer.cli.evaluate", *evaluate])
     report = json.loads(scores_path.read_text())
     scores = report["scores"]
-    summary = training_summary(run_dir)
+    summary = MetricsLog(run_dir / "metrics.jsonl").summary()
     result = {
         "direction": f"{src}-{tgt}",
         "test_set": f"{test_prefix} ({scores['n_segments']} sentences)",

@@ -1,5 +1,5 @@
-"""Tests for scripts/quickstart.py: finding Multi30k locally, the error when it cannot, run
-directories, and the environment of its steps."""
+"""Tests for scripts/quickstart.py: run directories, the environment of its steps, signals and
+the training command it plans (finding Multi30k: tests/data/test_multi30k.py)."""
 
 from __future__ import annotations
 
@@ -13,51 +13,6 @@ from pathlib import Path
 import pytest
 
 from scripts import quickstart
-from scripts.quickstart import find_multi30k
-
-
-def test_finds_multi30k_under_transformer_data_dir(shared_data, tmp_path, monkeypatch):
-    monkeypatch.setenv("TRANSFORMER_DATA_DIR", str(shared_data))
-    assert find_multi30k(tmp_path / "download") == shared_data / "multi30k"
-
-
-def test_uses_an_earlier_download(tmp_path, monkeypatch):
-    monkeypatch.delenv("TRANSFORMER_DATA_DIR", raising=False)
-    folder = tmp_path / "multi30k"
-    folder.mkdir()
-    for name in ("train", "val", "test_2016_flickr"):
-        for lang in ("en", "de"):
-            (folder / f"{name}.{lang}").write_text("a\n", encoding="utf-8")
-    assert find_multi30k(folder) == folder
-
-
-def test_offline_without_local_files_says_what_to_do(tmp_path, monkeypatch):
-    monkeypatch.setenv("TRANSFORMER_DATA_DIR", str(tmp_path / "nothing-here"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    with pytest.raises(FileNotFoundError, match="bentrevett/multi30k.*TRANSFORMER_DATA_DIR"):
-        find_multi30k(tmp_path / "download")
-
-
-def test_offline_a_data_dir_without_multi30k_is_shown_resolved(tmp_path, monkeypatch):
-    """The hint repeated the relative value the user gave (`../shared/data`), which resolves
-    against the current directory (#17, new-user pass): it now says where that is."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("TRANSFORMER_DATA_DIR", "../elsewhere/data")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    with pytest.raises(FileNotFoundError) as raised:
-        find_multi30k(tmp_path / "download")
-    resolved = (tmp_path / "../elsewhere/data").resolve()
-    assert f"TRANSFORMER_DATA_DIR=../elsewhere/data is {resolved}" in str(raised.value)
-
-
-def test_relative_data_dir_comes_back_absolute(shared_data, tmp_path, monkeypatch):
-    """A relative TRANSFORMER_DATA_DIR must not be resolved twice (by us, then by the trainer)."""
-    monkeypatch.chdir(shared_data.parent)
-    monkeypatch.setenv("TRANSFORMER_DATA_DIR", shared_data.name)
-    found = find_multi30k(tmp_path / "download")
-    assert found.is_absolute() and found == (shared_data / "multi30k").resolve()
 
 
 def test_a_changed_job_gets_its_own_run_directory_and_leaves_results_alone(
@@ -228,16 +183,6 @@ def test_out_of_range_options_stop_before_training(argv, monkeypatch, capsys):
     assert quickstart.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("quickstart: error: ") and argv[0] in err
-
-
-@pytest.mark.parametrize(
-    "cores, tokens_per_update, expected",
-    [(2, 4096, 2), (1, 4096, 1), (16, 4096, 4), (16, 25000, 16), (2, None, 1), (8, 1000, 1)],
-)
-def test_cpu_processes_one_per_core_while_each_keeps_1024_tokens(
-    cores, tokens_per_update, expected
-):
-    assert quickstart.cpu_processes(cores, tokens_per_update) == expected
 
 
 def test_training_command_runs_one_process_plainly_and_more_under_torchrun():

@@ -146,3 +146,27 @@ def test_window_mfu_is_the_flops_per_second_over_the_peak(monkeypatch):
     window.reset()  # at 5 s: the FLOPs start again from 0
     window.add(1.0, 1.0, 10, flops=2e12)
     assert "mfu" not in window.record(step=3, lr=0.1)  # at 9 s, no peak known: tokens/s only
+
+
+def test_summary_is_what_the_records_say(tmp_path):
+    """Minutes and steps of the last record, the mean of the training speeds, and the
+    validation curve: computed here by hand from the records written."""
+    log = MetricsLog(tmp_path / "metrics.jsonl")
+    written = [
+        {"type": "train", "step": 50, "tokens_per_second": 1000.0, "elapsed_minutes": 0.5},
+        {"type": "train", "step": 100, "tokens_per_second": 3000.0, "elapsed_minutes": 1.0},
+        {"type": "valid", "step": 100, "loss": 3.5, "bleu": 20.0, "elapsed_minutes": 1.25},
+    ]
+    for record in written:
+        log.write(record)
+    assert log.summary() == {
+        "train_minutes": 1.25,
+        "steps": 100,
+        "tokens_per_second": 2000,
+        "learning_curve": [{"step": 100, "elapsed_minutes": 1.25, "loss": 3.5, "bleu": 20.0}],
+    }
+
+
+def test_summary_of_an_empty_log_names_the_file(tmp_path):
+    with pytest.raises(ValueError, match="metrics.jsonl holds no records"):
+        MetricsLog(tmp_path / "metrics.jsonl").summary()

@@ -3,5 +3,6 @@
 - `onednn.py`: float32 matrix products by oneDNN (a swap of the linear layers after the model
   is built) and weights reordered once per search for decoding.
 - `malloc.py`: glibc's malloc keeps the memory of freed tensors for the next training update
-  instead of giving it back to the kernel (a setting of the process, for CPU training).
+  instead of giving it back to the kernel (a setting of the process, for CPU training);
+- `processes.py`: how many one-thread training processes a CPU job runs (`make demo`).
 """

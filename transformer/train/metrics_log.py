@@ -69,6 +69,31 @@ class MetricsLog:
                 continue
         return records
 
+    def summary(self) -> dict:
+        """What a run's report shows: minutes, updates, mean tokens/s and the validation curve.
+
+        Returns:
+            `train_minutes` (the last `elapsed_minutes`), `steps` (the last step),
+            `tokens_per_second` (the mean over the training records, rounded) and
+            `learning_curve` (each validation's step, minutes, loss and BLEU when logged).
+
+        Raises:
+            ValueError: when the log has no records.
+        """
+        records = self.read()
+        if not records:
+            raise ValueError(f"{self.path} holds no records")
+        train = [r for r in records if r.get("type", "train") == "train"]
+        keys = ("step", "elapsed_minutes", "loss", "bleu")
+        curve = [{k: r[k] for k in keys if k in r} for r in records if r.get("type") == "valid"]
+        speeds = [r["tokens_per_second"] for r in train if "tokens_per_second" in r]
+        return {
+            "train_minutes": round(max(r.get("elapsed_minutes", 0.0) for r in records), 2),
+            "steps": max(r.get("step", 0) for r in records),
+            "tokens_per_second": round(sum(speeds) / max(len(speeds), 1)),
+            "learning_curve": curve,
+        }
+
     def truncate_after(self, step: int) -> None:
         """Drop records of steps after `step` (rewrites the file atomically)."""
         if not self.path.is_file():
