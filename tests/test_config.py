@@ -180,3 +180,29 @@ def test_a_key_given_twice_is_an_error_naming_it_and_its_line(tmp_path, text, ke
     unique.write_text("model:\n  d_model: 32\n  d_ff: 64\ntrain: {seed: 3}\n", encoding="utf-8")
     config = load_config(unique)
     assert (config.model.d_model, config.model.d_ff, config.train.seed) == (32, 64, 3)
+
+
+@pytest.mark.parametrize(
+    "file_text, overrides, blamed",
+    [
+        # The file's value is out of range; the overrides set other keys of the section.
+        ("model:\n  d_model: -64\n", ["model.dropout=0.1", "train.max_steps=5"], []),
+        ("model:\n  dropout: 3\n", ["model.n_heads=4"], []),
+        # The override's own value.
+        ("model:\n  dropout: 0.1\n", ["model.dropout=2", "model.n_heads=4"], [0]),
+        # Two keys together: the file's d_model with the override's n_heads.
+        ("model:\n  d_model: 64\n", ["model.n_heads=3", "model.dropout=0.1"], [0]),
+    ],
+)
+def test_a_bad_value_is_blamed_on_where_it_came_from(tmp_path, file_text, overrides, blamed):
+    """A bad value in the YAML file was blamed on unrelated command-line overrides
+    (`c.yaml with command-line override 'model.dropout=0.1': d_model (-64) ...`, #17 item 3)."""
+    path = tmp_path / "c.yaml"
+    path.write_text(file_text)
+    with pytest.raises(ValueError) as error:
+        load_config(path, overrides)
+    origin = str(error.value).split(": ", 1)[0]
+    expected = " with ".join(
+        [str(path)] + [f"command-line override {overrides[i]!r}" for i in blamed]
+    )
+    assert origin == expected

@@ -76,21 +76,15 @@ def _coerce(value: object, annotation: object, key: str) -> object:
                 f"config key {key}: expected a list of {len(args)} values, got {value!r}"
             )
         return tuple(_coerce(v, a, key) for v, a in zip(value, args, strict=True))
-    if annotation is bool:
-        if isinstance(value, bool):
-            return value
-    elif annotation is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif annotation is float:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-        # YAML 1.1 (PyYAML) reads exponent forms without a dot, such as 1e-9, as strings.
-        if isinstance(value, str) and _EXPONENT_FLOAT.fullmatch(value.strip()):
-            return float(value)
-    elif annotation is str:
-        if isinstance(value, str):
-            return value
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if annotation in (bool, str) and isinstance(value, annotation):
+        return value
+    if annotation is int and number and isinstance(value, int):
+        return value
+    # YAML 1.1 (PyYAML) reads exponent forms without a dot, such as 1e-9, as strings.
+    exponent = isinstance(value, str) and _EXPONENT_FLOAT.fullmatch(value.strip())
+    if annotation is float and (number or exponent):
+        return float(value)
     raise ValueError(
         f"config key {key}: expected {getattr(annotation, '__name__', annotation)}, "
         f"got {value!r} ({type(value).__name__})"
@@ -122,12 +116,18 @@ def _build_section(cls: type, values: dict, section: str, origins: dict[str, str
             kwargs[key] = _coerce(value, hints[key], f"{section}.{key}")
         except ValueError as error:
             raise ValueError(f"{origin}: {error}") from error
-    overridden = sorted({o for k, o in origins.items() if k and k in values})
-    origin = " with ".join([origins[""], *overridden])
     try:
         return cls(**kwargs)
     except (ValueError, TypeError) as error:
-        raise ValueError(f"{origin}: {error}") from error
+        raise ValueError(f"{_blame(str(error), values, origins)}: {error}") from error
+
+
+def _blame(message: str, values: dict, origins: dict[str, str]) -> str:
+    """Where a bad value came from: the file, with the overrides of the keys `message` names."""
+    named = [key for key in values if re.search(rf"\b{re.escape(key)}\b", message)]
+    overridden = [key for key in values if key in origins]
+    blamed = {origins[key] for key in (named or overridden) if key in overridden}
+    return " with ".join([origins[""], *sorted(blamed)])
 
 
 def _yaml_problem(error: yaml.YAMLError) -> str:
