@@ -43,14 +43,10 @@ from benchmarks.cpu_rounds import (  # noqa: E402
     check_cache_equality,
     run_cpu_benchmark,
 )
+from benchmarks.machine import machine_info, machine_load, source_revision  # noqa: E402
 from benchmarks.plan import Plan, full_plan, quick_plan  # noqa: E402
 from benchmarks.report import check_targets, format_table, load_verdict  # noqa: E402
-from benchmarks.workers import (  # noqa: E402
-    ProcessSettings,
-    machine_info,
-    machine_load,
-    source_revision,
-)
+from benchmarks.workers import ProcessSettings  # noqa: E402
 from transformer.atomic import atomic_write_text  # noqa: E402
 
 # Re-exported: the tests and callers import them from here.

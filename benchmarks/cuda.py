@@ -66,7 +66,7 @@ def measure_mfu(
         {"step_seconds", "target_tokens_per_second", "mfu", "flops_per_step", "peak_memory_mib",
         "parameters"} with per-step lists for the first three ("mfu" None without a peak).
     """
-    from benchmarks.workers import peak_memory_mib, reset_peak_memory
+    from benchmarks.machine import peak_memory_mib, reset_peak_memory
 
     engine = Engine("ours", dims, seed=0, device=device, compile_model=compile_model)
     batch = full_length_batch(batch_size, length, dims.vocab_size, seed=5)

@@ -29,7 +29,8 @@ complete): real news text to train on (newstest 2008-2013, 16,573 pairs, with th
 37,000-piece BPE vocabulary, so the models have the paper's sizes), newstest2014 to decode, and
 Multi30k for the GPU tests. Without it (or with `--data synthetic`) the check writes synthetic
 sentences, with an 8,000-piece vocabulary. Modules: gpu_check_steps.py (the steps),
-gpu_check_figures.py (data, arithmetic), gpu_check_worker.py (the processes that use torch).
+gpu_check_figures.py (data, arithmetic), gpu_check_worker.py (the processes that use torch),
+gpu_check_timing.py (the batch fetches it times).
 """
 
 from __future__ import annotations
@@ -211,30 +212,6 @@ def prepare_data(check: Check) -> None:
     say(f"data: {'real text' if real else 'synthetic sentences'} in {folder}: {pairs} pairs")
 
 
-def summary(report: dict) -> dict:
-    """The headline figures as one flat mapping (also printed at the end)."""
-    out = {}
-    for key, entry in report["steps"].items():
-        out[f"{key}.status"] = entry["status"]
-        result = entry.get("result") or {}
-        steady = result.get("steady_state") or {}
-        for name in ("target_tokens_per_second", "mfu", "batch_wait_share", "warmup_seconds"):
-            if name in steady:
-                out[f"{key}.{name}"] = round(steady[name], 4)
-        if "peak_memory_allocated_gib" in result:
-            out[f"{key}.peak_memory_gib"] = round(result["peak_memory_allocated_gib"], 2)
-        for precision, decoded in (result.get("by_precision") or {}).items():
-            for name in ("sentences_per_second", "target_tokens_per_second", "sacrebleu"):
-                if name in decoded:
-                    out[f"{key}.{precision}.{name}"] = round(decoded[name], 2)
-        for name in ("bit_identical", "process_group", "gpu", "torch", "cuda_runtime"):
-            if name in result:
-                out[f"{key}.{name}"] = result[name]
-        if "tests" in result:
-            out[f"{key}.tests"] = f"{result['tests']} run, {result['failures']} failed"
-    return out
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -292,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         check.report["finished"] = True
     except Interrupted:
         say("interrupted (SIGTERM): the JSON holds the steps done so far")
-    check.report["summary"] = summary(check.report)
+    check.report["summary"] = figures.summary(check.report)
     check.save()
     for key, value in check.report["summary"].items():
         say(f"  {key} = {value}")

@@ -4,7 +4,8 @@
   a run without a data folder;
 - `training_figures`: steady-state tokens/s, MFU, batch-wait share and compile time from the
   per-batch timings that `gpu_check_worker.py train` writes;
-- `junit_summary`, `trainer_records`: what pytest and the trainer's metrics.jsonl report.
+- `junit_summary`, `trainer_records`: what pytest and the trainer's metrics.jsonl report;
+- `summary`: the headline figures of a whole report, printed at the end of the check.
 
 MFU = the model FLOPs of the timed updates (counted by `transformer.train.flops`, the
 convention of the trainer's own MFU: real tokens, forward + backward, the causal mask not
@@ -183,3 +184,27 @@ def junit_summary(path: Path) -> dict:
         outcomes[f"{case.get('classname')}::{case.get('name')}"] = kinds[0] if kinds else "passed"
     counts = {key: int(suite.get(key, 0)) for key in ("tests", "failures", "errors", "skipped")}
     return {**counts, "outcomes": outcomes}
+
+
+def summary(report: dict) -> dict:
+    """The headline figures as one flat mapping (also printed at the end)."""
+    out = {}
+    for key, entry in report["steps"].items():
+        out[f"{key}.status"] = entry["status"]
+        result = entry.get("result") or {}
+        steady = result.get("steady_state") or {}
+        for name in ("target_tokens_per_second", "mfu", "batch_wait_share", "warmup_seconds"):
+            if name in steady:
+                out[f"{key}.{name}"] = round(steady[name], 4)
+        if "peak_memory_allocated_gib" in result:
+            out[f"{key}.peak_memory_gib"] = round(result["peak_memory_allocated_gib"], 2)
+        for precision, decoded in (result.get("by_precision") or {}).items():
+            for name in ("sentences_per_second", "target_tokens_per_second", "sacrebleu"):
+                if name in decoded:
+                    out[f"{key}.{precision}.{name}"] = round(decoded[name], 2)
+        for name in ("bit_identical", "process_group", "gpu", "torch", "cuda_runtime"):
+            if name in result:
+                out[f"{key}.{name}"] = result[name]
+        if "tests" in result:
+            out[f"{key}.tests"] = f"{result['tests']} run, {result['failures']} failed"
+    return out

@@ -4,7 +4,7 @@
   alone, like Figure 1);
 - nothing outside `transformer/cli/` imports from it (console scripts sit on top; the
   `__main__.py` entry points are console scripts too);
-- no module is longer than 300 lines;
+- no module of the package, `scripts/` or `benchmarks/` is longer than 300 lines;
 - tests mirror the package: `tests/<concern>/test_<module>.py` tests
   `transformer/<concern>/<module>.py`.
 """
@@ -20,6 +20,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "transformer"
 MODULES = sorted(PACKAGE.rglob("*.py"))
+# The commands beside the package: read as often as it, and held to the same length.
+TOOLS = sorted([*(ROOT / "scripts").glob("*.py"), *(ROOT / "benchmarks").glob("*.py")])
 CONCERNS = ("model", "data", "train", "decode", "evaluate", "cli", "cpu", "export")
 
 
@@ -70,7 +72,7 @@ def test_nothing_outside_cli_imports_from_it():
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("path", MODULES, ids=relative)
+@pytest.mark.parametrize("path", MODULES + TOOLS, ids=relative)
 def test_no_module_is_over_300_lines(path):
     lines = len(path.read_text(encoding="utf-8").splitlines())
     assert lines <= 300, f"{relative(path)} has {lines} lines"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import make_corpus
+from benchmarks import make_corpus, pseudo_words
 
 REPO = Path(__file__).resolve().parents[2]
 PAIRS, WORDS = 2000, 5000
@@ -109,7 +109,7 @@ def test_the_text_looks_like_raw_english_and_german(corpus):
 
 def test_the_vocabulary_has_distinct_words_without_marks():
     for language in ("en", "de"):
-        words = make_corpus.make_vocabulary(1, WORDS, language)
+        words = pseudo_words.make_vocabulary(1, WORDS, language)
         assert len({vocabulary_word(word) for word in words}) == WORDS
         assert all(word and not word.endswith(tuple(MARKS)) for word in words)
         assert all(len(word.split()) == 1 for word in words)
