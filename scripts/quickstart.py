@@ -15,7 +15,7 @@ user gets from the CLI):
    process per core with one thread each, under torchrun (`transformer/cli/torchrun.py`,
    `transformer/cpu/processes.py`; `--processes N` to choose);
 3. `transformer-average --last N` over the run's last checkpoints;
-4. `transformer-evaluate` on test_2016_flickr with beam 4 and length penalty 0.6;
+4. `transformer-evaluate` on test_2016_flickr with the config's decoding (beam 4, alpha 2.0);
 5. print a results table and write `results/multi30k_<src>-<tgt>.json`.
 """
 
