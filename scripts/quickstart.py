@@ -56,8 +56,9 @@ def torch_sees_a_gpu() -> bool:
     return torch.cuda.is_available()
 
 
-def run(command: list[str]) -> None:
-    """Echo and run a command; exit with its status if it fails.
+def run(command: list[str], again: str = "the same command") -> None:
+    """Echo and run a command; exit with its status if it fails (after an interruption: one
+    line, "rerun `again` to resume").
 
     Its OpenMP threads sleep at once when they wait (`OMP_WAIT_POLICY=PASSIVE`, unless the
     environment sets it): spinning threads slow a multi-threaded run many times over when
@@ -98,7 +99,7 @@ def run(command: list[str]) -> None:
             signal.signal(signum, handler)
     interrupted = bool(received)
     if interrupted or status in (130, 143):  # Ctrl-C or SIGTERM: the step stopped cleanly
-        print("quickstart: interrupted; rerun the same command to resume", file=sys.stderr)
+        print(f"quickstart: interrupted; rerun {again} to resume", file=sys.stderr)
         sys.exit(status if status in (130, 143) else INTERRUPTED)
     if status != 0:
         sys.exit(f"quickstart: command failed with exit status {status}: {shlex.join(command)}")
@@ -220,7 +221,8 @@ def _job(argv: list[str] | None) -> int:
     train_command = training_command(python, processes, ["--config", args.config, *overrides])
     if args.fresh:
         train_command.append("--no-resume")
-    run(train_command)
+    again = "it without --fresh" if args.fresh else "the same command"  # --fresh starts over
+    run(train_command, again)
     # A short run may have fewer checkpoints than --average-last: average what there is.
     available = len(RunDirectory(run_dir).numbered_checkpoints())
     average_last = max(1, min(args.average_last, available))
@@ -232,7 +234,7 @@ def _job(argv: list[str] | None) -> int:
         )
     averaged = run_dir / f"checkpoint_avg{average_last}.pt"
     average = ["--last", str(average_last), "--dir", str(run_dir), "--output", str(averaged)]
-    run([python, "-m", "transformer.cli.average", *average])
+    run([python, "-m", "transformer.cli.average", *average], again)
     run_config = yaml.safe_load((run_dir / "config.yaml").read_text())
     decode = run_config["decode"]
     # The recorded results in results/ are only replaced by the full, unmodified job.
@@ -249,7 +251,7 @@ def _job(argv: list[str] | None) -> int:
         "--length-penalty", str(decode["length_penalty"]),
         "--hyp-out", str(hyp_path), "--json", str(scores_path),
     ]  # fmt: skip
-    run([python, "-m", "transformer.cli.evaluate", *evaluate])
+    run([python, "-m", "transformer.cli.evaluate", *evaluate], again)
     report = json.loads(scores_path.read_text())
     scores = report["scores"]
     summary = MetricsLog(run_dir / "metrics.jsonl").summary()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from transformer.device import resolve_device
+from transformer.device import check_device_name, resolve_device
 
 
 @pytest.fixture
@@ -104,3 +104,23 @@ def test_a_gpu_index_beyond_the_machines_is_refused(gpus):
     assert resolve_device("cuda:1") == torch.device("cuda", 1)
     with pytest.raises(ValueError, match=r"^device 'cuda:2': this machine has 2 CUDA device\(s\)"):
         resolve_device("cuda:2")
+
+
+@pytest.mark.parametrize("name", ["auto", "cpu", "cuda", "cuda:3", "mps"])
+def test_the_name_check_accepts_what_another_machine_may_have(gpus, mps, name):
+    """A config naming a GPU loads on a CPU-only machine (--print-config shows it): only
+    `resolve_device`, when the job starts, asks what this machine has."""
+    gpus(0)
+    mps(False)
+    check_device_name(name, what="train.device")
+    with pytest.raises(ValueError):
+        resolve_device(name if name not in ("auto", "cpu") else "cuda")
+
+
+@pytest.mark.parametrize("name", ["tpu", "meta", "cuda:x", ""])
+def test_the_name_check_refuses_what_resolve_device_refuses_by_name(name):
+    with pytest.raises(ValueError) as expected:
+        resolve_device(name, what="train.device")
+    with pytest.raises(ValueError) as error:
+        check_device_name(name, what="train.device")
+    assert str(error.value) == str(expected.value)

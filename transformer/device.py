@@ -10,6 +10,34 @@ from __future__ import annotations
 
 import torch
 
+CHOICES = "use cpu, cuda, cuda:N or auto"
+
+
+def check_device_name(device: str | torch.device, what: str = "device") -> None:
+    """Refuse a device name torch does not know, or a device type the project does not run on.
+
+    The part of `resolve_device`'s check that holds on any machine: configs run it when they
+    load, so `transformer-train --print-config` refuses what training would.
+
+    Args:
+        device: "auto", "cpu", "cuda", "cuda:N", "mps", or a `torch.device` of those.
+        what: How the setting is called in messages ("train.device", "--device").
+
+    Raises:
+        ValueError: for a name torch does not know or another device type (meta, xpu, ...),
+            naming `what` and the value.
+    """
+    if isinstance(device, str) and device.strip() == "auto":
+        return
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"{what} {device!r} is not a device; {CHOICES}") from error
+    if resolved.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(
+            f"{what} {str(resolved)!r} is not a device this project runs on; {CHOICES}"
+        )
+
 
 def resolve_device(
     device: str | torch.device, local_rank: int | None = None, what: str = "device"
@@ -31,20 +59,13 @@ def resolve_device(
             CUDA or MPS on a machine without it, or a GPU index beyond the machine's, naming
             `what` and the value.
     """
-    choices = "use cpu, cuda, cuda:N or auto"
     if isinstance(device, str) and device.strip() == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        resolved = torch.device(device)
-    except (RuntimeError, TypeError) as error:
-        raise ValueError(f"{what} {device!r} is not a device; {choices}") from error
-    if resolved.type not in ("cpu", "cuda", "mps"):
-        raise ValueError(
-            f"{what} {str(resolved)!r} is not a device this project runs on; {choices}"
-        )
+    check_device_name(device, what)
+    resolved = torch.device(device)
     if resolved.type == "mps" and not torch.backends.mps.is_available():
         raise ValueError(
-            f"{what} {str(resolved)!r}: MPS is not available on this machine; {choices}"
+            f"{what} {str(resolved)!r}: MPS is not available on this machine; {CHOICES}"
         )
     if resolved.type == "cuda":
         if not torch.cuda.is_available():

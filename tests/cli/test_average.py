@@ -132,3 +132,20 @@ def test_an_output_that_links_to_a_training_checkpoint_is_refused(
     before = last.read_bytes()
     assert main(["--inputs", str(a), "--output", str(link)]) == 2
     assert last.read_bytes() == before
+
+
+def test_dir_with_inputs_is_a_usage_error_and_one_input_is_named_singular(
+    tmp_path, write_filled_checkpoint, capsys
+):
+    """`--dir` only says where `--last` looks: given with `--inputs` it would be ignored."""
+    first = write_filled_checkpoint(tmp_path / "a.pt", 1.0, 1)
+    output = tmp_path / "x.pt"
+    argv = ["--inputs", str(first), "--dir", str(tmp_path), "--output", str(output)]
+    assert main(argv) == 2
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last == (
+        "transformer-average: error: --dir goes with --last; --inputs names the checkpoints itself"
+    )
+    assert not output.exists()
+    assert main(["--inputs", str(first), "--output", str(output)]) == 0
+    assert capsys.readouterr().out == f"averaged 1 checkpoint -> {output}\n"

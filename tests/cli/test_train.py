@@ -109,6 +109,17 @@ def test_print_config_shows_the_resolved_config_with_defaults_marked(tmp_path, c
     assert not (tmp_path / "checkpoints").exists()  # nothing trained
 
 
+def test_print_config_refuses_a_device_name_as_training_does(tmp_path, capsys):
+    """train.device is checked when the config loads, so --print-config does not show a
+    config that training then refuses (the device's presence is checked when a run starts)."""
+    path = tmp_path / "only.yaml"
+    path.write_text("model:\n  d_model: 64\n")
+    assert main(["--config", str(path), "--print-config", "train.device=tpu"]) == 2
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last.startswith("transformer-train: error: ") and "train.device 'tpu'" in last
+    assert main(["--config", str(path), "--print-config", "train.device=cuda:1"]) == 0
+
+
 def test_every_run_names_the_model_keys_it_takes_from_defaults(tmp_path, tiny_run, capsys):
     path = tmp_path / "only.yaml"
     path.write_text("model:\n  d_model: 32\n  n_heads: 2\n")
@@ -207,3 +218,22 @@ def test_resuming_with_another_model_size_names_the_keys(tmp_path, tiny_run, cap
     error = capsys.readouterr().err.strip()
     assert "model.d_model: 64 there, 32 now" in error and "model.d_ff: 128 there, 64 now" in error
     assert len(error) < 400 and "\n" not in error
+
+
+def test_after_no_resume_the_interrupt_line_says_to_rerun_without_it(tmp_path, tiny_run):
+    """The same command with --no-resume would start over and set the checkpoint just written
+    aside (#17, new-user pass): the line says to drop the flag."""
+    run_dir = tmp_path / "run"
+    argv = ["-m", "transformer.train", "--config", str(tiny_run.config_path), *tiny_run.fast]
+    argv += ["train.max_steps=400", f"train.output_dir={run_dir}", "--no-resume"]
+    env = {**os.environ, "TRANSFORMER_DATA_DIR": str(tiny_run.shared_data), "OMP_NUM_THREADS": "1"}
+    pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen([sys.executable, *argv], cwd=REPO, env=env, **pipes)
+    metrics, deadline = run_dir / "metrics.jsonl", time.monotonic() + 120
+    while not (metrics.is_file() and metrics.read_text().count("\n") >= 3):
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err[-2000:]
+    assert "written; rerun it without --no-resume / --fresh to resume" in out + err

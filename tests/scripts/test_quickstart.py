@@ -105,6 +105,28 @@ def test_a_signal_to_the_quickstart_alone_reaches_the_step_once(signum, status, 
     assert seen.read_text().split() == [str(int(signum))]  # once, not twice
 
 
+def test_after_fresh_the_line_says_to_rerun_without_it(tmp_path):
+    """Rerunning a `--fresh` command would start over again and set aside the checkpoint just
+    saved (#17, new-user pass): the line says to drop it."""
+    seen = tmp_path / "signals"
+    code = (
+        "from scripts import quickstart; "
+        f"quickstart.run([{sys.executable!r}, '-c', {STEP!r}, {str(seen)!r}], "
+        "'it without --fresh')"
+    )
+    quick = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=quickstart.REPO, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 60
+    while not Path(f"{seen}.ready").exists():
+        assert quick.poll() is None and time.monotonic() < deadline, quick.communicate()
+        time.sleep(0.05)
+    quick.send_signal(signal.SIGINT)
+    _, err = quick.communicate(timeout=20)
+    assert quick.returncode == 130, err
+    assert err.strip() == "quickstart: interrupted; rerun it without --fresh to resume"
+
+
 # A launcher as torchrun is: it passes the first signal on to its worker once and no more.
 # The worker notes each signal; the first starts a 20 s "save", a second aborts at once (1).
 LAUNCHER = """

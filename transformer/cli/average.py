@@ -48,11 +48,11 @@ def main(argv: list[str] | None = None) -> int:
 
     Returns:
         The exit status, by the rule of `transformer.cli.common`: 0 on success; 2 for a wrong
-        command line (`--last` without `--dir` or below 1, an `--output` name that training
-        writes); 1 after a one-line error when the work cannot be done (a missing or bad
-        checkpoint, checkpoints that do not match, too few checkpoints in `--dir`, an
-        `--output` that is a directory, an input, in a directory that does not exist, or
-        cannot be written).
+        command line (`--last` without `--dir` or below 1, `--dir` with `--inputs`, an
+        `--output` name that training writes); 1 after a one-line error when the work cannot
+        be done (a missing or bad checkpoint, checkpoints that do not match, too few
+        checkpoints in `--dir`, an `--output` that is a directory, an input, in a directory
+        that does not exist, or cannot be written).
     """
     return run(build_parser(), _average, argv)
 
@@ -61,6 +61,8 @@ def _average(args: argparse.Namespace) -> None:
     """Average the checkpoints `args` names and write the result."""
     if args.last is not None and args.dir is None:
         raise UsageError("--last needs --dir RUN_DIR")
+    if args.inputs and args.dir is not None:
+        raise UsageError("--dir goes with --last; --inputs names the checkpoints itself")
     if args.last is not None and args.last < 1:
         raise UsageError(f"--last ({args.last}) must be at least 1")
     output = Path(args.output)
@@ -85,7 +87,7 @@ def _average(args: argparse.Namespace) -> None:
         save_checkpoint(averaged, output)
     except OSError as error:
         raise ValueError(f"--output {output}: cannot write the checkpoint: {error}") from error
-    print(f"averaged {len(paths)} checkpoints -> {args.output}")
+    print(f"averaged {len(paths)} checkpoint{'s' if len(paths) > 1 else ''} -> {args.output}")
 
 
 if __name__ == "__main__":

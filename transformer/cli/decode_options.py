@@ -33,14 +33,15 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     given": the checkpoint's section decides); `decoding_config` checks them.
     """
     group = parser.add_argument_group(
-        "decoding (default: the checkpoint's decode section, i.e. the paper's settings)"
+        "decoding (default: the decode section of the checkpoint's training config, e.g. "
+        "configs/multi30k.yaml's alpha 2.0; the values in parentheses are DecodeConfig's defaults)"
     )
-    group.add_argument("--beam-size", type=int, help="beams per sentence (paper: 4)")
+    group.add_argument("--beam-size", type=int, help="beams per sentence (4, the paper's)")
     group.add_argument(
         "--greedy", action="store_true", help="greedy decoding instead of beam search"
     )
     group.add_argument(
-        "--length-penalty", type=float, help="alpha of the length penalty (paper: 0.6)"
+        "--length-penalty", type=float, help="alpha of the length penalty (0.6, the paper's)"
     )
     group.add_argument(
         "--length-penalty-style",

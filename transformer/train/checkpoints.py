@@ -2,10 +2,9 @@
 
 `training_checkpoint` assembles the self-contained checkpoint dict (format in checkpoint.py):
 weights, model config, full config, SentencePiece model(s), optimizer, LR schedule, gradient
-scaler, step and progress counters, the batch iterator's position, and every process's RNG
-states. `restore_training_checkpoint` loads it back into freshly built components, so that a
-resumed run continues exactly as if it had not stopped. `TrainingCheckpoints` does both for
-the processes of a training job, in its run directory, and starts a job fresh or resumed.
+scaler, step and progress counters, the batch iterator's position, every process's RNG states.
+`restore_training_checkpoint` loads it into fresh components (a resumed run goes on as if it
+had not stopped); `TrainingCheckpoints` does both for a job's processes, fresh or resumed.
 """
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ from transformer.checkpoint import (
 from transformer.config import Config, config_to_dict
 from transformer.data.batching import BatchIterator
 from transformer.data.tokenizer import Tokenizer
+from transformer.train.batch_changes import resume_position
 from transformer.train.distributed import DistributedContext, all_gather_object
 from transformer.train.metrics_log import MetricsLog
 from transformer.train.optim import LRSchedule
@@ -236,7 +236,8 @@ class TrainingCheckpoints:
 
         Args:
             log: Receives a warning when the job has another number of processes than the
-                one that wrote the checkpoint (RNG states are then re-seeded).
+                one that wrote the checkpoint (RNG states are re-seeded), and when the
+                batches are cut differently (train/batch_changes.py: the next epoch starts).
 
         Returns:
             The saved progress counters.
@@ -248,18 +249,19 @@ class TrainingCheckpoints:
         path = self.run_dir.last_path
         # Read to the CPU: `load_state_dict` copies weights onto the model's device and casts
         # Adam's moments to each parameter's device; RNG states must stay CPU tensors.
-        checkpoint = read_checkpoint(path, map_location="cpu")
+        checkpoint, world = read_checkpoint(path, map_location="cpu"), self.context.world_size
         saved = (checkpoint.get("spm_model"), checkpoint.get("tgt_spm_model"))
         tokenizer = self.tokenizer
-        if saved != (
-            tokenizer.src_model_bytes,
-            None if tokenizer.shared else tokenizer.tgt_model_bytes,
-        ):
+        ours = (tokenizer.src_model_bytes, None if tokenizer.shared else tokenizer.tgt_model_bytes)
+        if saved != ours:
             raise ValueError(
                 f"{path} was trained with another SentencePiece model than the one in "
                 f"{self.run_dir.path} (its token ids would mean other pieces); put the run's "
                 "model back, or start over with --no-resume or another train.output_dir"
             )
+        checkpoint["data_position"], moved = resume_position(checkpoint, self.config, world)
+        if moved:
+            log(f"{path}: {moved}")
         state = restore_training_checkpoint(
             checkpoint,
             path,
@@ -270,12 +272,12 @@ class TrainingCheckpoints:
             batches=self.batches,
         )
         rng = checkpoint["rng"]
-        if len(rng) == self.context.world_size:
+        if len(rng) == world:
             restore_rng_state(rng[self.context.rank], self.context.device)
         else:
             log(
-                f"{path} was written by {len(rng)} process(es), now {self.context.world_size}: "
-                "random states are re-seeded, so the run will not repeat bit for bit"
+                f"{path} was written by {len(rng)} process(es), now {world}: random states "
+                "are re-seeded, so the run will not repeat bit for bit"
             )
             seed_everything(self.config.train.seed + state.step + self.context.rank)
         return state

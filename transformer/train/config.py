@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 
 from transformer.cpu.onednn import LINEAR_KERNELS
+from transformer.device import check_device_name
 from transformer.train.batch_plan import BatchPlan
 
 LR_SCHEDULES = ("noam", "inverse_sqrt")
@@ -154,6 +155,7 @@ class TrainConfig:
         }
         if not str(self.output_dir).strip():
             raise ValueError("train.output_dir is empty: name the run directory")
+        check_device_name(self.device, what="train.device")
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(

@@ -9,9 +9,8 @@
    so the gradient is that of the per-token loss of the whole update however it was split;
 4. optional gradient clipping, then the optimizer step with the schedule's rate of this update.
 
-A resumed run restores weights, optimizer, schedule, scaler, step, the batch position and
-every RNG state (`train/checkpoints.py`, `train/state.py`), and continues exactly as if it had
-not stopped.
+A resumed run restores weights, optimizer, schedule, scaler, step, batch position and every
+RNG state (`train/checkpoints.py`, `train/state.py`): it goes on as if it had never stopped.
 """
 
 from __future__ import annotations
@@ -113,7 +112,6 @@ class Trainer:
         self.config = dataclasses.replace(
             config, model=model_config_for(config.model, self.tokenizer)
         )
-
         seed_everything(train.seed)
         self.model = Transformer(self.config.model).to(self.device)
         if onednn:  # float32 CPU products by oneDNN (transformer.cpu.onednn), same parameters
@@ -155,6 +153,7 @@ class Trainer:
             self.scaler,
             self.batches,
         )
+        self.resumes = resume  # what the line after an interruption advises
         self.state = self.checkpoints.start(resume, self.metrics, self.log)
         self.update = UpdateStep(
             model=self.model,
@@ -288,9 +287,10 @@ class Trainer:
         state.stop_reason = stop
         if stop == "interrupted":
             cause = signals.received.name if signals.requested else "a signal to another process"
+            again = "the same command" if self.resumes else "it without --no-resume / --fresh"
             self.log(
-                f"{cause}: stopped after step {state.step}, {self.run_dir.last_path} written; "
-                "rerun the same command to resume"
+                f"{cause}: stopped after step {state.step}, {self.run_dir.last_path} "
+                f"written; rerun {again} to resume"
             )
             return state
         best = ""
