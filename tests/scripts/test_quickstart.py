@@ -26,7 +26,7 @@ def test_a_changed_job_gets_its_own_run_directory_and_leaves_results_alone(
     monkeypatch.setenv("TRANSFORMER_DATA_DIR", str(shared_data))
     calls = []
 
-    def stop(command):
+    def stop(command, again="the same command"):
         calls.append(command)
         raise SystemExit(0)
 
@@ -181,7 +181,7 @@ def test_a_second_ctrl_c_reaches_the_processes_of_a_launcher_step(tmp_path):
 def test_a_wrong_override_or_missing_data_is_one_line(shared_data, tmp_path, monkeypatch, capsys):
     """A config typo is a wrong command line (2, as transformer-train); no data and no network
     is one line (1), not two chained tracebacks."""
-    monkeypatch.setattr(quickstart, "run", lambda command: pytest.fail("must stop before"))
+    monkeypatch.setattr(quickstart, "run", lambda *command: pytest.fail("must stop before"))
     monkeypatch.setenv("TRANSFORMER_DATA_DIR", str(shared_data))
     assert quickstart.main(["--max-minutes", "1", "train.max_stpes=3"]) == 2
     err = capsys.readouterr().err.strip()
@@ -201,7 +201,7 @@ def test_a_wrong_override_or_missing_data_is_one_line(shared_data, tmp_path, mon
 )
 def test_out_of_range_options_stop_before_training(argv, monkeypatch, capsys):
     """`--average-last 0` started the hour of training (#17, bad-input pass)."""
-    monkeypatch.setattr(quickstart, "run", lambda command: pytest.fail("must stop before"))
+    monkeypatch.setattr(quickstart, "run", lambda *command: pytest.fail("must stop before"))
     assert quickstart.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("quickstart: error: ") and argv[0] in err
@@ -221,7 +221,7 @@ def _planned_training(monkeypatch, argv, cores):
     """The training command the quickstart would run on `cores` CPU cores without a GPU."""
     calls = []
 
-    def stop(command):
+    def stop(command, again="the same command"):
         calls.append(command)
         raise SystemExit(0)
 

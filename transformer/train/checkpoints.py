@@ -217,9 +217,7 @@ class TrainingCheckpoints:
         `transformer-average --last N` would mix the two runs. Nothing is deleted.
         """
         old = sorted(self.run_dir.path.glob("checkpoint_*.pt"))
-        for path in (self.run_dir.metrics_path, self.run_dir.tensorboard_path):
-            if path.exists():
-                old.append(path)
+        old += [p for p in (self.run_dir.metrics_path, self.run_dir.tensorboard_path) if p.exists()]
         if not old:
             return
         aside = self.run_dir.path / time.strftime("previous-%Y%m%d-%H%M%S", time.gmtime())
@@ -259,9 +257,10 @@ class TrainingCheckpoints:
                 f"{self.run_dir.path} (its token ids would mean other pieces); put the run's "
                 "model back, or start over with --no-resume or another train.output_dir"
             )
-        checkpoint["data_position"], moved = resume_position(checkpoint, self.config, world)
-        if moved:
-            log(f"{path}: {moved}")
+        if "data_position" in checkpoint:  # (else restore_training_checkpoint says it is missing)
+            checkpoint["data_position"], moved = resume_position(checkpoint, self.config, world)
+            if moved:
+                log(f"{path}: {moved}")
         state = restore_training_checkpoint(
             checkpoint,
             path,
