@@ -273,15 +273,16 @@ def default_keys(path: str | Path, overrides: list[str] | None = None) -> list[s
     ]
 
 
-def format_config(config: Config, defaults: list[str] = ()) -> str:
+def format_config(config: Config, defaults: list[str] = (), notes: dict | None = None) -> str:
     """The config as YAML (what `load_config` reads back), `# default` after the keys in
-    `defaults`."""
-    lines = []
+    `defaults`, and `# NOTE` after the keys of `notes` ({"section.key": NOTE}; it wins)."""
+    lines, notes = [], notes or {}
     for section, values in config_to_dict(config).items():
         lines.append(f"{section}:")
         for key, value in values.items():
             text = yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...")
-            mark = "  # default" if f"{section}.{key}" in defaults else ""
+            name = f"{section}.{key}"
+            mark = f"  # {notes[name]}" if name in notes else "  # default" * (name in defaults)
             lines.append(f"  {key}: {text.strip()}{mark}")
     return "\n".join(lines) + "\n"
 
@@ -290,9 +291,7 @@ def config_to_dict(config: Config) -> dict:
     """The config as plain Python values (tuples as lists), ready for YAML or a checkpoint."""
 
     def plain(value: object) -> object:
-        if isinstance(value, tuple):
-            return [plain(v) for v in value]
-        return value
+        return [plain(v) for v in value] if isinstance(value, tuple) else value
 
     return {
         name: {k: plain(v) for k, v in dataclasses.asdict(getattr(config, name)).items()}

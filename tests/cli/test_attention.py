@@ -74,17 +74,16 @@ def test_cli_translates_when_no_target_is_given(
     assert "(translated)" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize(
-    ("extra", "message"),
-    [
-        (["--kind", "self", "--layer", "2"], "--layer 2"),
-        (["--head", "4"], "--head 4"),
-    ],
-)
-def test_cli_rejects_out_of_range_layer_and_head(checkpoint, tmp_path, capsys, extra, message):
+@pytest.mark.parametrize("option", ["--layer", "--head"])
+def test_cli_rejects_out_of_range_layer_and_head_naming_the_range(
+    checkpoint, model, tmp_path, capsys, option
+):
+    """One past the model's last layer (head) is refused, and the message gives the range."""
+    n = model.config.n_encoder_layers if option == "--layer" else model.config.n_heads
     argv = ["--checkpoint", str(checkpoint), "--src", SHORT, "--json", str(tmp_path / "m.json")]
-    assert main([*argv, *extra]) == 2
-    assert message in capsys.readouterr().err
+    assert main([*argv, "--kind", "self", option, str(n)]) == 2
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert f"{option} {n} is out of range" in error and f"(0 to {n - 1}" in error
     assert not (tmp_path / "m.json").exists()
 
 

@@ -107,6 +107,11 @@ def test_print_config_shows_the_resolved_config_with_defaults_marked(tmp_path, c
     assert "  d_model: 64" in lines and "  max_steps: 7" in lines  # set: no mark
     assert "  n_encoder_layers: 6  # default" in lines and "  d_ff: 2048  # default" in lines
     assert not (tmp_path / "checkpoints").exists()  # nothing trained
+    # The vocabulary sizes are the SentencePiece model's, not a default that training uses.
+    model, data = lines[: lines.index("data:")], lines[lines.index("data:") :]
+    (vocab,) = [line for line in model if line.startswith("  vocab_size: 37000")]
+    assert "# default" not in vocab and "SentencePiece" in vocab
+    assert "  vocab_size: 37000  # default" in data  # what training gives SentencePiece
 
 
 def test_print_config_refuses_a_device_name_as_training_does(tmp_path, capsys):

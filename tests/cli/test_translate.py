@@ -211,3 +211,19 @@ def test_linear_kernel_option_chooses_the_products(
     assert bool(calls) == (onednn_runs and onednn.onednn_available())
     assert len(capsys.readouterr().out.splitlines()) == 1
     assert main(["--checkpoint", str(checkpoint), "--linear-kernel", "mkl"]) == 2
+
+
+def test_the_progress_bar_goes_to_a_terminal_only(
+    checkpoint, tmp_path, capsys, monkeypatch, synthetic_sentences
+):
+    """In a log file tqdm's carriage-return updates end as two 100% bars on one line: no bar
+    there (#17, new-user pass); on a terminal it stays."""
+    source, output = tmp_path / "input.en", tmp_path / "output.de"
+    source.write_text("\n".join(synthetic_sentences(3, seed=1)) + "\n", encoding="utf-8")
+    argv = ["--checkpoint", str(checkpoint), "--input", str(source), "--output", str(output)]
+    argv += ["--max-len-b", "4", "--device", "cpu"]
+    assert main(argv) == 0
+    assert "\r" not in capsys.readouterr().err  # stderr is not a terminal under capsys
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(argv) == 0  # the same output file again: replaced
+    assert "3/3" in capsys.readouterr().err

@@ -147,10 +147,16 @@ def _layer_head_problem(config, args: argparse.Namespace) -> str | None:
     """A message naming an out-of-range --layer or --head, else None (checked before decoding)."""
     n_layers = config.n_encoder_layers if args.kind == "self" else config.n_decoder_layers
     if not -n_layers <= args.layer < n_layers:
-        return f"--layer {args.layer} is out of range: the {args.kind} stack has {n_layers} layers"
+        return (
+            f"--layer {args.layer} is out of range: the {args.kind} stack has {n_layers} layers "
+            f"(0 to {n_layers - 1}, or -{n_layers} to -1 from the last)"
+        )
     for head in args.head or []:
         if not 0 <= head < config.n_heads:
-            return f"--head {head} is out of range: the model has {config.n_heads} heads (0-based)"
+            return (
+                f"--head {head} is out of range: the model has {config.n_heads} heads "
+                f"(0 to {config.n_heads - 1})"
+            )
     return None
 
 

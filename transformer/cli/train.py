@@ -89,7 +89,7 @@ def _train(args: argparse.Namespace) -> int | None:
     except (FileNotFoundError, ValueError) as error:
         raise UsageError(str(error)) from None
     if args.print_config:
-        print(format_config(config, defaults), end="")
+        print(format_config(config, defaults, _SET_BY_TRAINING), end="")
         return
     if config.train.tensorboard:  # before any work (every rank: none waits on a failed one)
         try:
@@ -125,6 +125,12 @@ def _train(args: argparse.Namespace) -> int | None:
     shutdown(context)
     return status
 
+
+# What --print-config says of the keys that training sets (train/trainer.py, model_config_for).
+_SET_BY_TRAINING = {
+    "model.vocab_size": "set by training: the trained SentencePiece model's size",
+    "model.tgt_vocab_size": "set by training: the target model's size (data.shared_vocab false)",
+}
 
 # Not worth a mention: the special ids, and the vocabulary size that the trained SentencePiece
 # model sets.

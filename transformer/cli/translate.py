@@ -167,7 +167,8 @@ def _translate(args: argparse.Namespace) -> None:
         size = 1 if interactive else args.buffer_size
         regular = not from_stdin and os.path.isfile(args.input)  # a FIFO is read once only
         total = count_lines(args.input) if regular else None
-        with tqdm(total=total, disable=from_stdin, unit="sent") as bar:
+        # A bar on a terminal only (disable=None): in a log file it is carriage-return noise.
+        with tqdm(total=total, disable=True if from_stdin else None, unit="sent") as bar:
             work = _chunk_translator(args, translator, decode, bar)
             if to_stdout:
                 write = lambda text: (sys.stdout.write(text), sys.stdout.flush())  # noqa: E731

@@ -64,7 +64,7 @@ def batches(
         max_tokens: Tokens per batch, padding included.
         models, onednn: See `inference`.
         rows_per_sentence: Rows one item takes in a decoding step (beams or samples).
-        progress: Show a tqdm bar (items) on stderr.
+        progress: Show a tqdm bar (items) on stderr when it is a terminal.
         skipped: Items done without the model (empty lines), counted on the bar at once.
 
     Yields:
@@ -75,7 +75,7 @@ def batches(
     total = len(lengths) + skipped
     with (
         inference(models, onednn, rows),
-        tqdm(total=total, disable=not progress, unit="sent") as bar,
+        tqdm(total=total, disable=None if progress else True, unit="sent") as bar,  # None: a tty
     ):
         bar.update(skipped)
         for group in groups:

@@ -144,7 +144,7 @@ class Translator:
                 returns the best-scored of its samples). And: greedy (bool: greedy search
                 instead of beam search; `beam_size` is still checked, then ignored), prefix
                 (target text each translation must start with: a string per sentence, ""
-                for none), progress (bool: a tqdm bar on stderr).
+                for none), progress (bool: a tqdm bar on stderr, when a terminal).
 
         Returns:
             The translation (a string for a string); "" for an empty or whitespace-only input.
