@@ -29,7 +29,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e ".[tensorboard]" || echo "make: the tensorboard extra could not be installed: the train.tensorboard tests are skipped"
 	touch $@
 
-# Default test run: everything except GPU tests (slow real-data tests included, about 5 minutes
+# Default test run: everything except GPU tests (slow real-data tests included, about 10 minutes
 # on 2 CPU cores). Real data: ../shared/data, or $TRANSFORMER_DATA_DIR.
 test: install
 	$(PY) -m pytest -q -m "not gpu" tests

@@ -18,6 +18,7 @@ pytest_plugins = [
     "tests.fixtures.models",  # model_config, make_model, make_search_model, random_batch, ...
     "tests.fixtures.checkpoints",  # checkpoint_state, write_checkpoint, write_filled_checkpoint
     "tests.fixtures.runs",  # tiny_run
+    "tests.fixtures.offline",  # hub_offline
 ]
 
 REPO = Path(__file__).resolve().parents[1]

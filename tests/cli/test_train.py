@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.fixtures.runs import TinyRun
 from transformer.checkpoint import read_checkpoint
 from transformer.cli.train import main
 from transformer.config import load_config
@@ -140,17 +141,29 @@ def test_every_run_names_the_model_keys_it_takes_from_defaults(tmp_path, tiny_ru
     assert "model.d_model" not in line and "model.n_encoder_layers" not in line
 
 
+# The training command of the signal tests, and the run it makes when never stopped.
+SIGNAL_RUN = [
+    *("-m", "transformer.train", "--config", str(TinyRun.config_path), *TinyRun.fast),
+    *("train.max_steps=40", "train.save_interval_steps=1000"),
+]
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory, shared_data) -> Path:
+    """The run directory of SIGNAL_RUN never stopped (one reference for both signals)."""
+    run_dir = tmp_path_factory.mktemp("straight")
+    TinyRun(shared_data).python([*SIGNAL_RUN, f"train.output_dir={run_dir}"])
+    return run_dir
+
+
 @pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_ctrl_c_and_sigterm_save_say_how_to_resume_and_resume_exactly(
-    tmp_path, tiny_run, sig, status
+    tmp_path, tiny_run, straight, sig, status
 ):
     """The first signal finishes the current update and writes checkpoint_last.pt (one line
     says so, no traceback); rerunning the command continues to the same weights as a run that
     was never stopped (the reference)."""
-    common = ["-m", "transformer.train", "--config", str(tiny_run.config_path), *tiny_run.fast]
-    common += ["train.max_steps=40", "train.save_interval_steps=1000"]
-    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
-    tiny_run.python([*common, f"train.output_dir={straight}"])
+    common, stopped = SIGNAL_RUN, tmp_path / "stopped"
     env = {**os.environ, "TRANSFORMER_DATA_DIR": str(tiny_run.shared_data), "OMP_NUM_THREADS": "1"}
     process = subprocess.Popen(
         [sys.executable, *common, f"train.output_dir={stopped}"],

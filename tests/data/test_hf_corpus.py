@@ -14,17 +14,14 @@ from transformer.data.prepare import prepare_data
 
 # A dependency of the project, but the lent GPU machine has none: skip there, not fail collection.
 datasets = pytest.importorskip("datasets")
-hub_constants = pytest.importorskip("huggingface_hub.constants")  # installed with datasets
+pytest.importorskip("huggingface_hub.constants")  # installed with datasets
 
 N = 3000
 
 
 @pytest.fixture
-def offline(monkeypatch, tmp_path):
+def offline(hub_offline):
     """The hub unreachable at once (no ~30 s of retries) and a private `datasets` cache."""
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
 
 
 @pytest.fixture

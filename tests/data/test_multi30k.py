@@ -23,21 +23,17 @@ def test_uses_an_earlier_download(tmp_path, monkeypatch):
     assert find_multi30k(folder) == folder
 
 
-def test_offline_without_local_files_says_what_to_do(tmp_path, monkeypatch):
+def test_offline_without_local_files_says_what_to_do(tmp_path, monkeypatch, hub_offline):
     monkeypatch.setenv("TRANSFORMER_DATA_DIR", str(tmp_path / "nothing-here"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     with pytest.raises(FileNotFoundError, match="bentrevett/multi30k.*TRANSFORMER_DATA_DIR"):
         find_multi30k(tmp_path / "download")
 
 
-def test_offline_a_data_dir_without_multi30k_is_shown_resolved(tmp_path, monkeypatch):
+def test_offline_a_data_dir_without_multi30k_is_shown_resolved(tmp_path, monkeypatch, hub_offline):
     """The hint repeated the relative value the user gave (`../shared/data`), which resolves
     against the current directory (#17, new-user pass): it now says where that is."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TRANSFORMER_DATA_DIR", "../elsewhere/data")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     with pytest.raises(FileNotFoundError) as raised:
         find_multi30k(tmp_path / "download")
     resolved = (tmp_path / "../elsewhere/data").resolve()

@@ -178,7 +178,9 @@ def test_a_second_ctrl_c_reaches_the_processes_of_a_launcher_step(tmp_path):
     assert err.strip() == "quickstart: interrupted; rerun the same command to resume"
 
 
-def test_a_wrong_override_or_missing_data_is_one_line(shared_data, tmp_path, monkeypatch, capsys):
+def test_a_wrong_override_or_missing_data_is_one_line(
+    shared_data, tmp_path, monkeypatch, capsys, hub_offline
+):
     """A config typo is a wrong command line (2, as transformer-train); no data and no network
     is one line (1), not two chained tracebacks."""
     monkeypatch.setattr(quickstart, "run", lambda *command: pytest.fail("must stop before"))
@@ -188,8 +190,6 @@ def test_a_wrong_override_or_missing_data_is_one_line(shared_data, tmp_path, mon
     assert err.startswith("quickstart: error: ") and "train.max_stpes" in err
     assert len(err.splitlines()) == 1
     monkeypatch.setenv("TRANSFORMER_DATA_DIR", str(tmp_path / "nothing-here"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     download = str(tmp_path / "download")
     assert quickstart.main(["--max-minutes", "1", "--download-dir", download]) == 1
     err = capsys.readouterr().err.strip()

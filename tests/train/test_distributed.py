@@ -273,14 +273,14 @@ def _slow_preparation_job(
     init = dist.init_process_group
 
     def short_timeout(*args, **kwargs):
-        return init(*args, **{**kwargs, "timeout": datetime.timedelta(seconds=3)})
+        return init(*args, **{**kwargs, "timeout": datetime.timedelta(seconds=2)})
 
     dist.init_process_group = short_timeout
     prepare = run_data.prepare_data
 
     def slow_prepare(*args, **kwargs):
         if rank == 0:
-            time.sleep(8)
+            time.sleep(5)  # longer than the timeout, with room for a slow start
         return prepare(*args, **kwargs)
 
     run_data.prepare_data = slow_prepare
@@ -294,7 +294,7 @@ def _slow_preparation_job(
 
 def test_a_preparation_longer_than_the_collective_timeout_does_not_stop_the_job(tmp_path, tiny_run):
     """Before the fix rank 1 waited for rank 0's preparation in a barrier, which failed after
-    the group's timeout (3 s here, 10 minutes for NCCL); now it waits for rank 0's files, and
+    the group's timeout (2 s here, 10 minutes for NCCL); now it waits for rank 0's files, and
     the group starts once both have the data."""
     world, port = 2, _free_port()
     spawn = mp.get_context("spawn")
