@@ -113,6 +113,18 @@ def test_print_config_shows_the_resolved_config_with_defaults_marked(tmp_path, c
     (vocab,) = [line for line in model if line.startswith("  vocab_size: 37000")]
     assert "# default" not in vocab and "SentencePiece" in vocab
     assert "  vocab_size: 37000  # default" in data  # what training gives SentencePiece
+    assert "  share_embeddings: true  # default" in model
+
+
+def test_print_config_says_separate_vocabularies_share_no_embeddings(tmp_path, capsys):
+    """With data.shared_vocab false training unties the embeddings (trainer.model_config_for):
+    --print-config said `share_embeddings: true` (bad-input pass, #17)."""
+    path = tmp_path / "only.yaml"
+    path.write_text("model:\n  d_model: 64\n")
+    assert main(["--config", str(path), "--print-config", "data.shared_vocab=false"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    (line,) = [x for x in lines if x.startswith("  share_embeddings: ")]
+    assert line == "  share_embeddings: true  # set by training: false (data.shared_vocab false)"
 
 
 def test_print_config_refuses_a_device_name_as_training_does(tmp_path, capsys):

@@ -89,7 +89,10 @@ def _train(args: argparse.Namespace) -> int | None:
     except (FileNotFoundError, ValueError) as error:
         raise UsageError(str(error)) from None
     if args.print_config:
-        print(format_config(config, defaults, _SET_BY_TRAINING), end="")
+        notes = dict(_SET_BY_TRAINING)
+        if not config.data.shared_vocab:  # two vocabularies: no shared embedding matrix
+            notes["model.share_embeddings"] = "set by training: false (data.shared_vocab false)"
+        print(format_config(config, defaults, notes), end="")
         return
     if config.train.tensorboard:  # before any work (every rank: none waits on a failed one)
         try:
