@@ -282,7 +282,8 @@ def format_config(config: Config, defaults: list[str] = (), notes: dict | None =
         for key, value in values.items():
             text = yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...")
             name = f"{section}.{key}"
-            mark = f"  # {notes[name]}" if name in notes else "  # default" * (name in defaults)
+            mark = "  # default" if name in defaults else ""
+            mark = f"  # {notes[name]}" if name in notes else mark
             lines.append(f"  {key}: {text.strip()}{mark}")
     return "\n".join(lines) + "\n"
 

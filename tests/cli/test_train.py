@@ -154,10 +154,8 @@ def test_every_run_names_the_model_keys_it_takes_from_defaults(tmp_path, tiny_ru
 
 
 # The training command of the signal tests, and the run it makes when never stopped.
-SIGNAL_RUN = [
-    *("-m", "transformer.train", "--config", str(TinyRun.config_path), *TinyRun.fast),
-    *("train.max_steps=40", "train.save_interval_steps=1000"),
-]
+SIGNAL_RUN = ["-m", "transformer.train", "--config", str(TinyRun.config_path), *TinyRun.fast]
+SIGNAL_RUN += ["train.max_steps=40", "train.save_interval_steps=1000"]
 
 
 @pytest.fixture(scope="module")

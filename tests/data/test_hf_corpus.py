@@ -20,11 +20,6 @@ N = 3000
 
 
 @pytest.fixture
-def offline(hub_offline):
-    """The hub unreachable at once (no ~30 s of retries) and a private `datasets` cache."""
-
-
-@pytest.fixture
 def multi30k(shared_data):
     prefix = shared_data / "multi30k" / "train"
     en, de = read_lines(f"{prefix}.en")[:N], read_lines(f"{prefix}.de")[:N]
@@ -49,7 +44,7 @@ def test_hf_spec_syntax():
             parse_hf_spec(bad)
 
 
-def test_hf_offline_error_names_dataset_and_local_alternative(offline):
+def test_hf_offline_error_names_dataset_and_local_alternative(hub_offline):
     with pytest.raises(ValueError) as info:
         read_parallel("hf:wmt/wmt14:de-en:train", "en", "de")
     message = str(info.value)
@@ -57,7 +52,7 @@ def test_hf_offline_error_names_dataset_and_local_alternative(offline):
     assert "local files" in message and "PREFIX.en" in message and "PREFIX.de" in message
 
 
-def test_offline_the_error_comes_before_any_work(offline, multi30k, tmp_path):
+def test_offline_the_error_comes_before_any_work(hub_offline, multi30k, tmp_path):
     train = write_local(tmp_path, *multi30k)
     config = DataConfig(train=train, valid="hf:wmt/wmt14:de-en:validation", vocab_size=500)
     with pytest.raises(ValueError, match="could not load Hugging Face dataset 'wmt/wmt14'"):
@@ -84,7 +79,9 @@ def test_rows_with_translation_dict_or_language_columns(monkeypatch):
 
 
 @pytest.mark.parametrize("layout", ["parquet", "save_to_disk", "dataset_dict"])
-def test_a_local_dataset_prepares_as_the_same_text_in_files(offline, multi30k, tmp_path, layout):
+def test_a_local_dataset_prepares_as_the_same_text_in_files(
+    hub_offline, multi30k, tmp_path, layout
+):
     en, de = multi30k
     table = datasets.Dataset.from_dict(
         {"translation": [{"en": s, "de": t} for s, t in zip(en, de, strict=True)]}
@@ -115,7 +112,7 @@ def test_a_local_dataset_prepares_as_the_same_text_in_files(offline, multi30k, t
         np.testing.assert_array_equal(getattr(from_hf.train, name), getattr(from_files.train, name))
 
 
-def test_training_reads_a_local_dataset(offline, multi30k, tmp_path, tiny_run):
+def test_training_reads_a_local_dataset(hub_offline, multi30k, tmp_path, tiny_run):
     from transformer.cli.train import main as train
 
     en, de = multi30k
@@ -131,7 +128,7 @@ def test_training_reads_a_local_dataset(offline, multi30k, tmp_path, tiny_run):
     assert [r["step"] for r in tiny_run.records(run_dir)] == [1, 2]
 
 
-def test_a_column_without_a_sentence_is_one_line_naming_the_row(offline, tmp_path):
+def test_a_column_without_a_sentence_is_one_line_naming_the_row(hub_offline, tmp_path):
     folder = tmp_path / "cols"
     datasets.Dataset.from_dict({"en": ["a", None, "c"], "de": ["x", "y", "z"]}).save_to_disk(
         str(folder)
@@ -140,7 +137,7 @@ def test_a_column_without_a_sentence_is_one_line_naming_the_row(offline, tmp_pat
         read_parallel(f"hf:{folder}::train", "en", "de")
 
 
-def test_the_fingerprint_is_the_sentences_not_the_files(offline, multi30k, tmp_path):
+def test_the_fingerprint_is_the_sentences_not_the_files(hub_offline, multi30k, tmp_path):
     import os
     import shutil
 
@@ -168,7 +165,7 @@ def test_the_fingerprint_is_the_sentences_not_the_files(offline, multi30k, tmp_p
 
 
 def test_local_folders_resolve_like_local_files_and_errors_name_them(
-    offline, multi30k, tmp_path, monkeypatch
+    hub_offline, multi30k, tmp_path, monkeypatch
 ):
     en, de = multi30k
     splits = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"en": en, "de": de})})
