@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import threading
 import urllib.error
 
 import pytest
@@ -41,6 +43,20 @@ def test_scores_an_existing_hypothesis_file(tmp_path, capsys):
     )
     assert "tok:13a" in report["scores"]["signatures"]["bleu"]
     assert report["target_lang"] == "de"  # from the reference file's suffix
+
+
+def test_a_hypothesis_pipe_scores_as_its_file_does(tmp_path, capsys):
+    # `--hyp /dev/stdin` or `<(...)`: a pipe, which was "corpus file not found".
+    ref = write_lines(tmp_path / "ref.de", REFS)
+    pipe = tmp_path / "hyp.de"
+    os.mkfifo(pipe)
+    writer = threading.Thread(target=write_lines, args=(pipe, HYPS), daemon=True)
+    writer.start()
+    assert main(["--hyp", str(pipe), "--ref", str(ref), "--output-dir", str(tmp_path / "o")]) == 0
+    writer.join()
+    assert f"sacreBLEU BLEU  = {sacrebleu.corpus_bleu(HYPS, [REFS]).score:.2f}" in (
+        capsys.readouterr().out
+    )
 
 
 def test_line_count_mismatch_names_both_files_and_counts(tmp_path, capsys):

@@ -153,6 +153,21 @@ def test_every_run_names_the_model_keys_it_takes_from_defaults(tmp_path, tiny_ru
     assert "model.d_model" not in line and "model.n_encoder_layers" not in line
 
 
+def test_a_vocab_size_the_sentencepiece_model_replaces_is_named(tmp_path, tiny_run, capsys):
+    argv = ["--config", str(tiny_run.config_path), *tiny_run.fast, "train.max_steps=1"]
+    argv += ["data.train=multi30k/val", "data.vocab_size=300"]
+    assert main([*argv, f"train.output_dir={tmp_path / 'a'}", "model.vocab_size=500"]) == 0
+    captured = capsys.readouterr()
+    (line,) = [x for x in (captured.out + captured.err).splitlines() if "replaced" in x]
+    assert line == (
+        "config model.vocab_size=500 is replaced by 300, the size of the SentencePiece model "
+        "(the vocabulary to train is data.vocab_size)"
+    )
+    assert main([*argv, f"train.output_dir={tmp_path / 'b'}"]) == 0  # the default: no line
+    captured = capsys.readouterr()
+    assert "replaced" not in captured.out + captured.err
+
+
 # The training command of the signal tests, and the run it makes when never stopped.
 SIGNAL_RUN = ["-m", "transformer.train", "--config", str(TinyRun.config_path), *TinyRun.fast]
 SIGNAL_RUN += ["train.max_steps=40", "train.save_interval_steps=1000"]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import threading
+
 import pytest
 
 from transformer.data.corpus import (
@@ -76,6 +79,25 @@ def test_line_splitting_matches_line_numbers(tmp_path):
     # CRLF endings, no final newline, a BOM, and a U+2028 inside a sentence (not a new line).
     (tmp_path / "f.txt").write_bytes("\ufeffa\r\nb\u2028c\n\nlast".encode())
     assert read_lines(tmp_path / "f.txt") == ["a", "b\u2028c", "", "last"]
+
+
+def test_a_pipe_reads_like_a_file(tmp_path):
+    # `--src /dev/stdin` and the shell's `<(...)` are pipes, not regular files.
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    writer = threading.Thread(
+        target=pipe.write_bytes, args=("a\nb\u2028c\n".encode(),), daemon=True
+    )
+    writer.start()
+    assert read_lines(pipe) == ["a", "b\u2028c"]
+    writer.join()
+
+
+def test_a_directory_or_a_missing_file_is_named(tmp_path):
+    with pytest.raises(IsADirectoryError, match=f"^{tmp_path} is a directory"):
+        read_lines(tmp_path)
+    with pytest.raises(FileNotFoundError, match="corpus file not found: .*missing.txt"):
+        read_lines(tmp_path / "missing.txt")
 
 
 @pytest.mark.parametrize("text", ["", "\n", "a\r\nb\n", "a\n\nb", "x\r\n\r\ny\r\n"])

@@ -108,6 +108,9 @@ def _train(args: argparse.Namespace) -> int | None:
     # The data first, then the process group: no collective waits on data preparation.
     log = tqdm.write if context.is_main else None
     prepared = prepare_run_data(config, context, log=log, replace_model=not args.resume)
+    if context.is_main:
+        for line in _replaced_vocab_sizes(config, defaults, prepared.tokenizer):
+            tqdm.write(line)
     join_process_group(context)
     try:
         trainer = Trainer(config, context, resume=args.resume, prepared=prepared)
@@ -138,6 +141,23 @@ _SET_BY_TRAINING = {
 # Not worth a mention: the special ids, and the vocabulary size that the trained SentencePiece
 # model sets.
 _UNREMARKABLE = ("vocab_size", "tgt_vocab_size", "pad_id", "unk_id", "bos_id", "eos_id")
+
+
+def _replaced_vocab_sizes(config: Config, defaults: list[str], tokenizer) -> list[str]:
+    """One line for each vocabulary size the config sets that the SentencePiece model(s)
+    replace (`model_config_for`): training never uses them, so say so rather than drop them."""
+    sizes = {"model.vocab_size": tokenizer.src_vocab_size}
+    if not tokenizer.shared:
+        sizes["model.tgt_vocab_size"] = tokenizer.tgt_vocab_size
+    lines = []
+    for name, size in sizes.items():
+        given = getattr(config.model, name.split(".")[1])
+        if name not in defaults and given is not None and given != size:
+            lines.append(
+                f"config {name}={given} is replaced by {size}, the size of the SentencePiece "
+                "model (the vocabulary to train is data.vocab_size)"
+            )
+    return lines
 
 
 def _defaults_line(path: str, config: Config, defaults: list[str]) -> str:

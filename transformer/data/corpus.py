@@ -63,14 +63,21 @@ def read_lines(path: str | Path) -> list[str]:
     Only "\\n" separates lines ("\\r\\n" is accepted); other Unicode line separators stay
     inside the sentence, so line numbers match `wc -l` and the other side of the pair.
 
+    A pipe reads as a file does (`--src /dev/stdin`, the shell's `<(...)`): it is read once,
+    to its end.
+
     Raises:
         FileNotFoundError: naming the missing path.
+        IsADirectoryError: naming the directory.
         ValueError: on invalid UTF-8, naming the file and the 1-based line number.
     """
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(f"corpus file not found: {path}")
-    return decode_lines(path.read_bytes(), str(path))
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a directory, not a text file")
+    with path.open("rb") as handle:  # a pipe has no size: read it to its end
+        return decode_lines(handle.read(), str(path))
 
 
 def decode_lines(data: bytes, name: str, first_line: int = 1) -> list[str]:
