@@ -76,8 +76,7 @@ def read_lines(path: str | Path) -> list[str]:
         raise FileNotFoundError(f"corpus file not found: {path}")
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a directory, not a text file")
-    with path.open("rb") as handle:  # a pipe has no size: read it to its end
-        return decode_lines(handle.read(), str(path))
+    return decode_lines(path.read_bytes(), str(path))  # a pipe: read once, to its end
 
 
 def decode_lines(data: bytes, name: str, first_line: int = 1) -> list[str]:
