@@ -1,6 +1,7 @@
 # Two entry points (see README.md):
 #   make test   installs the package with its dev extras and runs the test suite
-#   make demo   the main job: trains Multi30k EN->DE, averages, decodes with beam 4 and scores BLEU
+#   make demo   the main job: trains Multi30k EN->DE, averages, chooses the average and beam size on
+#               the validation set, decodes the test set with them and scores BLEU
 #               (DEMO_ARGS="--direction de-en" for the other direction)
 PYTHON ?= python3
 VENV ?= .venv

@@ -14,8 +14,10 @@ user gets from the CLI):
 2. `transformer-train --config configs/multi30k.yaml` on the GPU when present; on a CPU one
    process per core with one thread each, under torchrun (`transformer/cli/torchrun.py`,
    `transformer/cpu/processes.py`; `--processes N` to choose);
-3. `transformer-average --last N` over the run's last checkpoints;
-4. `transformer-evaluate` on test_2016_flickr with the config's decoding (beam 4, alpha 2.0);
+3. `transformer-average --last N` over the run's last 5 and last 10 checkpoints;
+4. `transformer-evaluate` on the validation set with each average and beam 4 and 6 (alpha 2.0,
+   the config's), and on test_2016_flickr with the pair that scored best on validation
+   (`scripts/validation_choice.py`; `--average-last 5 --beam-sizes 4` decodes as the paper);
 5. print a results table and write `results/multi30k_<src>-<tgt>.json`.
 """
 
@@ -26,27 +28,28 @@ import hashlib
 import json
 import os
 import shlex
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-import yaml
+if __package__ in (None, ""):  # run as `python scripts/quickstart.py`: import from the repo root
+    _HERE = Path(__file__).resolve().parent
+    sys.path[:] = [str(_HERE.parent), *(p for p in sys.path if p != str(_HERE))]
 
-from transformer.atomic import atomic_write_text
-from transformer.cli.common import one_line
-from transformer.config import load_config
-from transformer.cpu.processes import cpu_processes
-from transformer.data.corpus import resolve_prefix
-from transformer.data.multi30k import find_multi30k
-from transformer.data.tokenizer import usable_cores
-from transformer.train.metrics_log import MetricsLog
-from transformer.train.run_directory import RunDirectory
+import yaml  # noqa: E402
+
+from scripts import validation_choice  # noqa: E402
+from scripts.step import INTERRUPTED, run  # noqa: E402
+from transformer.atomic import atomic_write_text  # noqa: E402
+from transformer.cli.common import one_line  # noqa: E402
+from transformer.config import load_config  # noqa: E402
+from transformer.cpu.processes import cpu_processes  # noqa: E402
+from transformer.data.corpus import resolve_prefix  # noqa: E402
+from transformer.data.multi30k import find_multi30k  # noqa: E402
+from transformer.data.tokenizer import usable_cores  # noqa: E402
+from transformer.train.metrics_log import MetricsLog  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-# Exit status after Ctrl-C or SIGTERM, once the running step has stopped cleanly (as the CLIs).
-INTERRUPTED = 130
 
 
 def torch_sees_a_gpu() -> bool:
@@ -54,55 +57,6 @@ def torch_sees_a_gpu() -> bool:
     import torch
 
     return torch.cuda.is_available()
-
-
-def run(command: list[str], again: str = "the same command") -> None:
-    """Echo and run a command; exit with its status if it fails (after an interruption: one
-    line, "rerun `again` to resume").
-
-    Its OpenMP threads sleep at once when they wait (`OMP_WAIT_POLICY=PASSIVE`, unless the
-    environment sets it): spinning threads slow a multi-threaded run many times over when
-    another job takes a core, and cost nothing measurable alone (BENCHMARKS.md, "CPU
-    training: kernel time"). libgomp reads it when torch starts, so it goes in the
-    subprocess's environment.
-    """
-    env = dict(os.environ)
-    shown = "" if "OMP_WAIT_POLICY" in env else "OMP_WAIT_POLICY=PASSIVE "
-    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    print("+ " + shown + shlex.join(command), flush=True)
-    # The step runs in a process group of its own, and every Ctrl-C or SIGTERM the quickstart
-    # gets is passed on to it exactly once: a terminal's Ctrl-C (sent to the foreground group)
-    # and a `kill PID` of the quickstart alone (what a supervisor sends) stop it the same way,
-    # and a second Ctrl-C still means "abort at once" to the step (to all of its processes).
-    group = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
-    process = subprocess.Popen(command, cwd=REPO, env=env, **group)
-    received = []
-
-    def forward(signum, frame):
-        received.append(signum)
-        if len(received) == 1:
-            process.send_signal(signum)
-            return
-        # A second one goes to the step's whole group: under torchrun, the launcher passed the
-        # first on to its processes once, and the second Ctrl-C must reach them too (abort).
-        try:
-            os.killpg(process.pid, signum)
-        except ProcessLookupError:  # the step has already ended
-            pass
-
-    passed_on = (signal.SIGINT, signal.SIGTERM)
-    previous = {signum: signal.signal(signum, forward) for signum in passed_on}
-    try:
-        status = process.wait()  # retried after each forwarded signal (PEP 475)
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-    interrupted = bool(received)
-    if interrupted or status in (130, 143):  # Ctrl-C or SIGTERM: the step stopped cleanly
-        print(f"quickstart: interrupted; rerun {again} to resume", file=sys.stderr)
-        sys.exit(status if status in (130, 143) else INTERRUPTED)
-    if status != 0:
-        sys.exit(f"quickstart: command failed with exit status {status}: {shlex.join(command)}")
 
 
 def training_command(python: str, processes: int, arguments: list[str]) -> list[str]:
@@ -136,7 +90,17 @@ def _job(argv: list[str] | None) -> int:
     parser.add_argument("--direction", default="en-de", choices=["en-de", "de-en"])
     parser.add_argument("--config", default=str(REPO / "configs" / "multi30k.yaml"))
     parser.add_argument("--max-minutes", type=float, help="override train.max_minutes")
-    parser.add_argument("--average-last", type=int, default=5, help="checkpoints to average (5)")
+    parser.add_argument(
+        "--average-last",
+        default=",".join(map(str, validation_choice.AVERAGE_LAST)),
+        help="how many of the last checkpoints to average, one or several to choose from on "
+        "the validation set (5,10)",
+    )
+    parser.add_argument(
+        "--beam-sizes",
+        default=",".join(map(str, validation_choice.BEAM_SIZES)),
+        help="beam sizes to choose from on the validation set (4,6)",
+    )
     parser.add_argument("--download-dir", default=str(REPO / "data" / "multi30k"))
     parser.add_argument("--fresh", action="store_true", help="retrain even if the run exists")
     parser.add_argument(
@@ -151,17 +115,20 @@ def _job(argv: list[str] | None) -> int:
         "--results-dir",
         help="where the scores, hypotheses and summary go (default: results/ for the full job, "
         "the run directory of a changed job: --max-minutes, --run-dir, --config, --average-last, "
-        "--processes or overrides)",
+        "--beam-sizes, --processes or overrides)",
     )
     parser.add_argument("overrides", nargs="*", help="extra config overrides (section.key=value)")
     args = parser.parse_args(argv)
     problem = None  # checked before an hour of training, not after it
-    if args.average_last < 1:
-        problem = f"--average-last ({args.average_last}) must be at least 1"
-    elif args.processes is not None and args.processes < 1:
+    if args.processes is not None and args.processes < 1:
         problem = f"--processes ({args.processes}) must be at least 1"
     elif args.max_minutes is not None and not 0 < args.max_minutes < float("inf"):
         problem = f"--max-minutes ({args.max_minutes}) must be a positive number"
+    try:
+        args.average_last = validation_choice.counts(args.average_last, "--average-last")
+        args.beam_sizes = validation_choice.counts(args.beam_sizes, "--beam-sizes")
+    except ValueError as error:
+        problem = problem or str(error)
     if problem:
         print(f"quickstart: error: {problem}", file=sys.stderr)
         return 2
@@ -176,13 +143,15 @@ def _job(argv: list[str] | None) -> int:
     # average) never touches the real job: its own run directory, and never results/.
     default_config = Path(args.config).resolve() == (REPO / "configs" / "multi30k.yaml")
     changed = args.max_minutes is not None or bool(args.overrides) or args.run_dir is not None
-    changed = changed or not default_config or args.average_last != 5
-    changed = changed or args.processes is not None
+    changed = changed or not default_config or args.processes is not None
+    choices = (list(validation_choice.AVERAGE_LAST), list(validation_choice.BEAM_SIZES))
+    changed = changed or (args.average_last, args.beam_sizes) != choices
     name = f"multi30k_{src}-{tgt}"
     if changed and args.run_dir is None:
         key = repr((str(Path(args.config).resolve()), args.max_minutes, args.overrides))
         key += "" if args.processes is None else f" processes={args.processes}"
-        name += f"-{hashlib.sha1(f'{key} {args.average_last}'.encode()).hexdigest()[:8]}"
+        key += f" {args.average_last} {args.beam_sizes}"
+        name += f"-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
     run_dir = Path(args.run_dir or REPO / "checkpoints" / name).resolve()
     if changed:
         print(f"quickstart: a changed job: run directory {run_dir}; results/ is left alone")
@@ -203,7 +172,6 @@ def _job(argv: list[str] | None) -> int:
     except (FileNotFoundError, ValueError) as error:  # a wrong config or override: status 2
         print(f"quickstart: error: {one_line(str(error))}", file=sys.stderr)
         return 2
-    test = config.data.test
     cores = usable_cores()
     processes = args.processes
     if processes is None:
@@ -212,10 +180,16 @@ def _job(argv: list[str] | None) -> int:
     if processes > 1 and config.train.num_threads is None:
         # The cores shared out between the processes (on a CPU; a GPU's use one or two).
         overrides.append(f"train.num_threads={max(1, cores // processes)}")
-    test_prefix = resolve_prefix(test) if test else data_dir / "test_2016_flickr"
-    for lang in (src, tgt):
-        if not Path(f"{test_prefix}.{lang}").is_file():
-            sys.exit(f"quickstart: test file not found: {test_prefix}.{lang} (data.test={test})")
+    prefixes = {}  # the test and validation sets must be there before training starts
+    for key, setting, default in (
+        ("test", config.data.test, "test_2016_flickr"),
+        ("valid", config.data.valid, "val"),
+    ):
+        prefixes[key] = resolve_prefix(setting or data_dir / default)
+        for path in (Path(f"{prefixes[key]}.{src}"), Path(f"{prefixes[key]}.{tgt}")):
+            if not path.is_file():
+                sys.exit(f"quickstart: file not found: {path} (data.{key}={setting})")
+    test_prefix, valid_prefix = prefixes["test"], prefixes["valid"]
     python = sys.executable
     start = time.time()
     train_command = training_command(python, processes, ["--config", args.config, *overrides])
@@ -223,20 +197,12 @@ def _job(argv: list[str] | None) -> int:
         train_command.append("--no-resume")
     again = "it without --fresh" if args.fresh else "the same command"  # --fresh starts over
     run(train_command, again)
-    # A short run may have fewer checkpoints than --average-last: average what there is.
-    available = len(RunDirectory(run_dir).numbered_checkpoints())
-    average_last = max(1, min(args.average_last, available))
-    if average_last < args.average_last:
-        print(
-            f"quickstart: {run_dir} holds {available} checkpoint(s); averaging "
-            f"{average_last} instead of {args.average_last}",
-            flush=True,
-        )
-    averaged = run_dir / f"checkpoint_avg{average_last}.pt"
-    average = ["--last", str(average_last), "--dir", str(run_dir), "--output", str(averaged)]
-    run([python, "-m", "transformer.cli.average", *average], again)
-    run_config = yaml.safe_load((run_dir / "config.yaml").read_text())
-    decode = run_config["decode"]
+    decode = yaml.safe_load((run_dir / "config.yaml").read_text())["decode"]
+    valid = (Path(f"{valid_prefix}.{src}"), Path(f"{valid_prefix}.{tgt}"))
+    chosen, averaged, validation = validation_choice.average_and_choose(
+        run_dir, args.average_last, args.beam_sizes, valid, tgt, decode["length_penalty"],
+        lambda command: run(command, again), python,
+    )  # fmt: skip
     # The recorded results in results/ are only replaced by the full, unmodified job.
     results_dir = Path(args.results_dir or (run_dir if changed else REPO / "results"))
     results_dir.mkdir(parents=True, exist_ok=True)
@@ -247,7 +213,7 @@ def _job(argv: list[str] | None) -> int:
     hyp_path = results_dir / f"multi30k_{src}-{tgt}.{test_name}.hyp.{tgt}"
     evaluate = [
         "--checkpoint", str(averaged), "--src", f"{test_prefix}.{src}",
-        "--ref", f"{test_prefix}.{tgt}", "--beam-size", str(decode["beam_size"]),
+        "--ref", f"{test_prefix}.{tgt}", "--beam-size", str(chosen.beam_size),
         "--length-penalty", str(decode["length_penalty"]),
         "--hyp-out", str(hyp_path), "--json", str(scores_path),
     ]  # fmt: skip
@@ -264,7 +230,8 @@ def _job(argv: list[str] | None) -> int:
         "signature": scores["signatures"]["bleu"],
         "chrf_signature": scores["signatures"]["chrf"],
         "tokenized_bleu_signature": scores["signatures"]["tokenized_bleu"],
-        "checkpoint": {"file": averaged.name, "averaged_last": average_last},
+        "checkpoint": {"file": averaged.name, "averaged_last": chosen.average_last},
+        "validation": {"set": f"{valid_prefix}", "bleu": validation} if validation else None,
         "decoding": report.get("decoding", decode),
         **summary,
         "job_minutes": round((time.time() - start) / 60, 2),
@@ -284,8 +251,9 @@ def _job(argv: list[str] | None) -> int:
         ("whole job", f"{result['job_minutes']:.1f} min"),
     ]
     print(
-        f"\nMulti30k {src}->{tgt}, {test_name}, averaged last {average_last}, "
-        f"beam {decode['beam_size']}, alpha {decode['length_penalty']}"
+        f"\nMulti30k {src}->{tgt}, {test_name}, averaged last {chosen.average_last}, "
+        f"beam {chosen.beam_size}, alpha {decode['length_penalty']}"
+        + (" (chosen on validation)" if validation else "")
     )
     for name, value in rows:
         print(f"  {name:<30} {value}")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts import quickstart
+from scripts import quickstart, step
 
 
 def test_a_changed_job_gets_its_own_run_directory_and_leaves_results_alone(
@@ -57,7 +57,7 @@ def test_steps_run_with_passive_openmp_threads_unless_set(given, monkeypatch, ca
         def wait(self):
             return 0
 
-    monkeypatch.setattr(quickstart.subprocess, "Popen", FakePopen)
+    monkeypatch.setattr(step.subprocess, "Popen", FakePopen)
     quickstart.run(["transformer-train", "--help"])
     assert seen["env"]["OMP_WAIT_POLICY"] == (given or "PASSIVE")
     assert seen["env"]["PATH"] == os.environ["PATH"]
@@ -197,7 +197,14 @@ def test_a_wrong_override_or_missing_data_is_one_line(
 
 
 @pytest.mark.parametrize(
-    "argv", [["--average-last", "0"], ["--max-minutes", "0"], ["--processes", "0"]]
+    "argv",
+    [
+        ["--average-last", "0"],
+        ["--average-last", "5,ten"],
+        ["--beam-sizes", "4,"],
+        ["--max-minutes", "0"],
+        ["--processes", "0"],
+    ],
 )
 def test_out_of_range_options_stop_before_training(argv, monkeypatch, capsys):
     """`--average-last 0` started the hour of training (#17, bad-input pass)."""

@@ -110,6 +110,7 @@ def test_quickstart_end_to_end_with_a_relative_data_dir(tmp_path, shared_data, m
         *TINY,
         "train.validate_interval_steps=0",
         f"data.test={tmp_path / 'mini'}",
+        f"data.valid={tmp_path / 'mini'}",
     ]
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
@@ -117,12 +118,20 @@ def test_quickstart_end_to_end_with_a_relative_data_dir(tmp_path, shared_data, m
     assert len(hyp.read_text(encoding="utf-8").splitlines()) == 12
     result = json.loads((run_dir / "multi30k_en-de.mini.json").read_text())
     assert result["test_set"].endswith("mini (12 sentences)")
+    # The average and beam size were chosen on the validation set: 6 checkpoints, so the last 5
+    # and all 6, each with beam 4 and 6; the test set was decoded with the best of the four.
+    rows = result["validation"]["bleu"]
+    assert [(r["average_last"], r["beam_size"]) for r in rows] == [(5, 4), (5, 6), (6, 4), (6, 6)]
+    (chosen,) = [r for r in rows if r["chosen"]]
+    assert chosen["bleu"] == max(r["bleu"] for r in rows)
+    assert result["checkpoint"]["averaged_last"] == chosen["average_last"]
+    assert result["decoding"]["beam_size"] == chosen["beam_size"]
     assert (run_dir / "multi30k_en-de.mini.scores.json").is_file()
     assert {p: p.stat().st_mtime_ns for p in (REPO / "results").glob("multi30k_*")} == recorded
     # A mistyped test set fails before any training, naming the file.
     typo = [*command[:-1], f"data.test={tmp_path / 'nope'}", "--run-dir", str(tmp_path / "r2")]
     done = subprocess.run(typo, cwd=REPO, env=env, capture_output=True, text=True)
-    assert done.returncode != 0 and "test file not found" in done.stderr
+    assert done.returncode != 0 and "file not found" in done.stderr
     assert not (tmp_path / "r2").exists()
 
 

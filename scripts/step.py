@@ -1,0 +1,64 @@
+"""One step of a job (the quickstart's training, averaging, decoding) as a subprocess: echoed,
+with passive OpenMP threads, and stopped cleanly by one Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# Exit status after Ctrl-C or SIGTERM, once the running step has stopped cleanly (as the CLIs).
+INTERRUPTED = 130
+
+
+def run(command: list[str], again: str = "the same command") -> None:
+    """Echo and run a command; exit with its status if it fails (after an interruption: one
+    line, "rerun `again` to resume").
+
+    Its OpenMP threads sleep at once when they wait (`OMP_WAIT_POLICY=PASSIVE`, unless the
+    environment sets it): spinning threads slow a multi-threaded run many times over when
+    another job takes a core, and cost nothing measurable alone (BENCHMARKS.md, "CPU
+    training: kernel time"). libgomp reads it when torch starts, so it goes in the
+    subprocess's environment.
+    """
+    env = dict(os.environ)
+    shown = "" if "OMP_WAIT_POLICY" in env else "OMP_WAIT_POLICY=PASSIVE "
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    print("+ " + shown + shlex.join(command), flush=True)
+    # The step runs in a process group of its own, and every Ctrl-C or SIGTERM the quickstart
+    # gets is passed on to it exactly once: a terminal's Ctrl-C (sent to the foreground group)
+    # and a `kill PID` of the quickstart alone (what a supervisor sends) stop it the same way,
+    # and a second Ctrl-C still means "abort at once" to the step (to all of its processes).
+    group = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+    process = subprocess.Popen(command, cwd=REPO, env=env, **group)
+    received = []
+
+    def forward(signum, frame):
+        received.append(signum)
+        if len(received) == 1:
+            process.send_signal(signum)
+            return
+        # A second one goes to the step's whole group: under torchrun, the launcher passed the
+        # first on to its processes once, and the second Ctrl-C must reach them too (abort).
+        try:
+            os.killpg(process.pid, signum)
+        except ProcessLookupError:  # the step has already ended
+            pass
+
+    passed_on = (signal.SIGINT, signal.SIGTERM)
+    previous = {signum: signal.signal(signum, forward) for signum in passed_on}
+    try:
+        status = process.wait()  # retried after each forwarded signal (PEP 475)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    interrupted = bool(received)
+    if interrupted or status in (130, 143):  # Ctrl-C or SIGTERM: the step stopped cleanly
+        print(f"quickstart: interrupted; rerun {again} to resume", file=sys.stderr)
+        sys.exit(status if status in (130, 143) else INTERRUPTED)
+    if status != 0:
+        sys.exit(f"quickstart: command failed with exit status {status}: {shlex.join(command)}")

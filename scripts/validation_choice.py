@@ -1,0 +1,181 @@
+"""The quickstart's decoding, chosen on the validation set: how many checkpoints to average, and
+the beam size.
+
+The paper chose its beam size and length penalty "after experimentation on the development
+set" (section 6.1) and averaged the last 5 checkpoints (base) or 20 (big). On Multi30k, in
+60 minutes, neither count wins on every run: a run cut early on a slow machine still improves
+fast, and its older checkpoints pull the average down. So the quickstart averages the last N
+of each count it is given, decodes the validation set with each beam size, and decodes the
+test set once, with the pair that scored the highest validation BLEU (sacreBLEU). The test set
+plays no part in the choice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from transformer.train.run_directory import RunDirectory
+
+# The defaults of `make demo` (results/recipe-2026-12-04/README.md): the paper's last 5 and
+# beam 4, and the last 10 (every checkpoint `train.keep_last` keeps) and beam 6.
+AVERAGE_LAST = (5, 10)
+BEAM_SIZES = (4, 6)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One way to decode: the average of the last `average_last` checkpoints, `beam_size` beams."""
+
+    average_last: int
+    beam_size: int
+
+
+def counts(text: str, option: str) -> list[int]:
+    """Parse a command-line list of counts: "5,10" -> [5, 10] (order kept, repeats dropped).
+
+    Raises:
+        ValueError: an entry that is not a whole number >= 1, naming `option`.
+    """
+    values = []
+    for entry in text.split(","):
+        if not entry.strip().isdigit() or int(entry) < 1:
+            raise ValueError(
+                f"{option} ({text}): {entry.strip()!r} is not a whole number >= 1 (e.g. 5,10)"
+            )
+        if int(entry) not in values:
+            values.append(int(entry))
+    return values
+
+
+def plan_averages(wanted: Sequence[int], available: int) -> list[int]:
+    """The distinct counts to average: each of `wanted` capped at the `available` checkpoints
+    (a short run may hold fewer), in the order given.
+
+    Raises:
+        ValueError: `available` < 1 (the run wrote no numbered checkpoint).
+    """
+    if available < 1:
+        raise ValueError("the run directory holds no numbered checkpoint to average")
+    planned = []
+    for count in wanted:
+        if min(count, available) not in planned:
+            planned.append(min(count, available))
+    return planned
+
+
+def best(scores: dict[Choice, float]) -> Choice:
+    """The choice with the highest validation BLEU; a tie goes to the one listed first (the
+    paper's last 5 and beam 4 come first by default)."""
+    return max(scores, key=lambda choice: (scores[choice], -list(scores).index(choice)))
+
+
+def score_on_validation(
+    choices: Sequence[Choice],
+    checkpoints: dict[int, Path],
+    valid: tuple[Path, Path],
+    target_lang: str,
+    length_penalty: float,
+    out_dir: Path,
+    run: Callable[[list[str]], None],
+    python: str,
+) -> dict[Choice, float]:
+    """Decode the validation set with each choice (`transformer-evaluate`) and read its BLEU.
+
+    Args:
+        choices: The pairs to try.
+        checkpoints: The averaged checkpoint of each `average_last` count.
+        valid: The validation source and reference files.
+        target_lang: The target language (the hypothesis files' suffix).
+        length_penalty: Alpha of the length penalty, the same for every choice.
+        out_dir: Where each choice's hypotheses and JSON report go
+            (`avg<N>.beam<K>.hyp.<lang>`, `avg<N>.beam<K>.json`).
+        run: Runs one command and exits on failure (`quickstart.run`).
+        python: The interpreter that runs `transformer.cli.evaluate`.
+
+    Returns:
+        Each choice's sacreBLEU BLEU on the validation set, in the order of `choices`.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    scores = {}
+    for choice in choices:
+        stem = f"{out_dir}/avg{choice.average_last}.beam{choice.beam_size}"
+        report = Path(f"{stem}.json")  # not with_suffix: it would replace ".beam<K>"
+        evaluate = [
+            "--checkpoint", str(checkpoints[choice.average_last]), "--src", str(valid[0]),
+            "--ref", str(valid[1]), "--target-lang", target_lang,
+            "--beam-size", str(choice.beam_size), "--length-penalty", str(length_penalty),
+            "--hyp-out", f"{stem}.hyp.{target_lang}", "--json", str(report),
+        ]  # fmt: skip
+        run([python, "-m", "transformer.cli.evaluate", *evaluate])
+        scores[choice] = json.loads(report.read_text())["scores"]["bleu"]
+    return scores
+
+
+def table(scores: dict[Choice, float], chosen: Choice) -> list[dict]:
+    """The scores as JSON records, the chosen one marked (for the results file)."""
+    return [
+        {
+            "average_last": choice.average_last,
+            "beam_size": choice.beam_size,
+            "bleu": bleu,
+            "chosen": choice == chosen,
+        }
+        for choice, bleu in scores.items()
+    ]
+
+
+def average_and_choose(
+    run_dir: Path,
+    average_last: Sequence[int],
+    beam_sizes: Sequence[int],
+    valid: tuple[Path, Path],
+    target_lang: str,
+    length_penalty: float,
+    run: Callable[[list[str]], None],
+    python: str,
+) -> tuple[Choice, Path, list[dict]]:
+    """Average the run's last checkpoints (`transformer-average --last N`, one file per count:
+    `checkpoint_avg<N>.pt`) and choose the average and beam size on the validation set.
+
+    Args:
+        run_dir: The run directory (its numbered checkpoints).
+        average_last: The counts to average (capped at the checkpoints there are).
+        beam_sizes: The beam sizes to try.
+        valid: The validation source and reference files.
+        target_lang: The target language.
+        length_penalty: Alpha, the same for every choice (the run's `decode.length_penalty`).
+        run: Runs one command and exits on failure (`quickstart.run`).
+        python: The interpreter that runs the commands.
+
+    Returns:
+        The chosen pair, its averaged checkpoint, and the validation scores as JSON records
+        (empty when there was only one pair to try, which then needs no validation decoding).
+
+    Raises:
+        ValueError: the run directory holds no numbered checkpoint.
+    """
+    available = len(RunDirectory(run_dir).numbered_checkpoints())
+    averages = plan_averages(average_last, available)
+    if averages != list(average_last):
+        print(f"quickstart: {run_dir} holds {available} checkpoint(s); averaging {averages}")
+    averaged = {count: run_dir / f"checkpoint_avg{count}.pt" for count in averages}
+    for count, path in averaged.items():
+        average = ["--last", str(count), "--dir", str(run_dir), "--output", str(path)]
+        run([python, "-m", "transformer.cli.average", *average])
+    choices = [Choice(count, beam) for count in averages for beam in beam_sizes]
+    if len(choices) == 1:
+        return choices[0], averaged[choices[0].average_last], []
+    scores = score_on_validation(
+        choices, averaged, valid, target_lang, length_penalty, run_dir / "valid", run, python
+    )
+    chosen = best(scores)
+    for choice, bleu in scores.items():
+        print(
+            f"quickstart: validation BLEU {bleu:.2f}: average of the last {choice.average_last}, "
+            f"beam {choice.beam_size}" + " (chosen)" * (choice == chosen),
+            flush=True,
+        )
+    return chosen, averaged[chosen.average_last], table(scores, chosen)

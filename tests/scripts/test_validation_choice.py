@@ -1,0 +1,109 @@
+"""Tests for scripts/validation_choice.py: the quickstart's average and beam size, chosen on the
+validation set (the end-to-end run is in tests/scripts/test_reproduce_wmt14.py)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from scripts import validation_choice
+from scripts.validation_choice import Choice
+
+
+@pytest.mark.parametrize("text, expected", [("5,10", [5, 10]), ("10, 5,10", [10, 5]), ("4", [4])])
+def test_counts_keep_the_order_given_and_drop_repeats(text, expected):
+    assert validation_choice.counts(text, "--average-last") == expected
+
+
+@pytest.mark.parametrize("text", ["0", "5,", "5,ten", "-1", "2.5", ""])
+def test_a_count_that_is_not_a_whole_number_names_the_option_and_entry(text):
+    with pytest.raises(ValueError, match=r"^--beam-sizes \(.*\): .* is not a whole number >= 1"):
+        validation_choice.counts(text, "--beam-sizes")
+
+
+@pytest.mark.parametrize(
+    "wanted, available, expected",
+    [([5, 10], 10, [5, 10]), ([5, 10], 6, [5, 6]), ([5, 10], 3, [3]), ([10, 5], 7, [7, 5])],
+)
+def test_averages_are_capped_at_the_checkpoints_there_are(wanted, available, expected):
+    assert validation_choice.plan_averages(wanted, available) == expected
+
+
+def test_a_run_without_numbered_checkpoints_is_an_error():
+    with pytest.raises(ValueError, match="no numbered checkpoint"):
+        validation_choice.plan_averages([5], 0)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_best_is_the_first_of_the_highest_scores(seed):
+    """Against a brute-force scan: the highest BLEU, and of equal ones the first listed."""
+    import random
+
+    rng = random.Random(seed)
+    choices = [Choice(a, b) for a, b in itertools.product([5, 10], [4, 6])]
+    scores = {choice: float(rng.choice([39, 40, 41])) for choice in choices}
+    top = max(scores.values())
+    first = next(choice for choice in choices if scores[choice] == top)
+    assert validation_choice.best(scores) == first
+
+
+def _fake_steps(run_dir, bleu):
+    """A `run` that records each command, writes averaged checkpoints as files, and writes an
+    evaluation report whose BLEU is `bleu(average_last, beam_size)`."""
+    commands = []
+
+    def run(command):
+        commands.append(command)
+        value = dict(zip(command, command[1:], strict=False))
+        if "transformer.cli.average" in command:
+            (run_dir / value["--output"]).write_bytes(b"averaged")
+        else:
+            average = int(value["--checkpoint"].rsplit("avg", 1)[1].removesuffix(".pt"))
+            score = bleu(average, int(value["--beam-size"]))
+            report = {"scores": {"bleu": score}}
+            (run_dir / value["--json"]).write_text(json.dumps(report))
+
+    return commands, run
+
+
+def test_every_average_is_decoded_with_every_beam_and_the_best_chosen(tmp_path):
+    for step in (200, 400, 600, 800, 1000, 1200, 1400):
+        (tmp_path / f"checkpoint_{step}.pt").write_bytes(b"")
+    table = {(5, 4): 40.1, (5, 6): 40.6, (7, 4): 40.3, (7, 6): 40.2}  # 7: all there are
+    commands, run = _fake_steps(tmp_path, lambda a, b: table[(a, b)])
+    valid = (tmp_path / "val.en", tmp_path / "val.de")
+    chosen, averaged, rows = validation_choice.average_and_choose(
+        tmp_path, [5, 10], [4, 6], valid, "de", 2.0, run, "py"
+    )
+    assert chosen == Choice(5, 6) and averaged == tmp_path / "checkpoint_avg5.pt"
+    averages = [c for c in commands if "transformer.cli.average" in c]
+    assert [c[c.index("--last") + 1] for c in averages] == ["5", "7"]
+    decodes = [c for c in commands if "transformer.cli.evaluate" in c]
+    assert len(decodes) == 4
+    for command in decodes:  # the validation set, the run's alpha, hypotheses in `de`
+        assert command[command.index("--src") + 1] == str(valid[0])
+        assert command[command.index("--ref") + 1] == str(valid[1])
+        assert command[command.index("--length-penalty") + 1] == "2.0"
+        assert command[command.index("--hyp-out") + 1].endswith(".hyp.de")
+    # Each choice has its own files (a suffix swap once wrote avg5.json for both beams).
+    reports = [c[c.index("--json") + 1] for c in decodes]
+    hyps = [c[c.index("--hyp-out") + 1] for c in decodes]
+    assert len(set(reports)) == len(set(hyps)) == 4
+    assert reports[1] == str(tmp_path / "valid" / "avg5.beam6.json")
+    assert [(r["average_last"], r["beam_size"], r["bleu"]) for r in rows] == [
+        (a, b, bleu) for (a, b), bleu in table.items()
+    ]
+    assert [r["chosen"] for r in rows] == [False, True, False, False]
+
+
+def test_a_single_choice_decodes_nothing_on_validation(tmp_path):
+    for step in (200, 400):
+        (tmp_path / f"checkpoint_{step}.pt").write_bytes(b"")
+    commands, run = _fake_steps(tmp_path, lambda a, b: pytest.fail("no validation decoding"))
+    chosen, averaged, rows = validation_choice.average_and_choose(
+        tmp_path, [5], [4], (tmp_path / "v.en", tmp_path / "v.de"), "de", 0.6, run, "py"
+    )
+    assert chosen == Choice(2, 4) and averaged.name == "checkpoint_avg2.pt" and rows == []
+    assert len(commands) == 1
