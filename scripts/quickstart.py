@@ -1,4 +1,5 @@
-"""The main job: train on Multi30k, average checkpoints, decode test_2016_flickr, score BLEU.
+"""The main job: train on Multi30k, average checkpoints, choose the average and the beam size on
+the validation set, decode test_2016_flickr with them, score BLEU.
 
     TRANSFORMER_DATA_DIR=../shared/data python scripts/quickstart.py            # EN->DE
     python scripts/quickstart.py --direction de-en                               # DE->EN
@@ -74,6 +75,30 @@ def training_command(python: str, processes: int, arguments: list[str]) -> list[
     return [python, *launcher, *train]
 
 
+def decoding_problem(config, args, overrides: list[str], src: str, tgt: str) -> str | None:
+    """What would stop the averaging, the choice on validation or the test decoding at the end
+    of the hour, found before it (one line), or None."""
+    choosing = len(args.average_last) * len(args.beam_sizes) > 1
+    if any(o.startswith("decode.beam_size=") for o in overrides):
+        problem = "decode.beam_size: the job chooses among --beam-sizes (4,6): give those"
+    elif max(args.beam_sizes) > config.data.vocab_size:
+        problem = f"--beam-sizes: {max(args.beam_sizes)} beams exceed data.vocab_size "
+        problem += f"({config.data.vocab_size})"
+    elif config.train.keep_last < 1:
+        problem = f"train.keep_last ({config.train.keep_last}) must be at least 1: the job averages"
+    elif not config.data.test:
+        problem = "data.test is empty: the job scores a test set"
+    elif choosing and not config.data.valid:
+        problem = "data.valid is empty: the choice is made on it (--average-last N --beam-sizes K)"
+    else:
+        problem = None
+    for key, setting in (("data.test", config.data.test), ("data.valid", config.data.valid)):
+        for lang in (src, tgt) if setting and not problem else ():
+            if not Path(f"{resolve_prefix(setting)}.{lang}").is_file():
+                return f"file not found: {resolve_prefix(setting)}.{lang} ({key}={setting})"
+    return problem
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the whole job; returns 0 on success, 1 when a step fails, 2 for a wrong command line
     or config, 130 after Ctrl-C (143 after SIGTERM of a step): one line, no traceback."""
@@ -125,8 +150,8 @@ def _job(argv: list[str] | None) -> int:
     elif args.max_minutes is not None and not 0 < args.max_minutes < float("inf"):
         problem = f"--max-minutes ({args.max_minutes}) must be a positive number"
     try:
-        args.average_last = validation_choice.counts(args.average_last, "--average-last")
-        args.beam_sizes = validation_choice.counts(args.beam_sizes, "--beam-sizes")
+        args.average_last = validation_choice.counts(args.average_last, "--average-last", "5,10")
+        args.beam_sizes = validation_choice.counts(args.beam_sizes, "--beam-sizes", "4,6")
     except ValueError as error:
         problem = problem or str(error)
     if problem:
@@ -150,7 +175,7 @@ def _job(argv: list[str] | None) -> int:
     if changed and args.run_dir is None:
         key = repr((str(Path(args.config).resolve()), args.max_minutes, args.overrides))
         key += "" if args.processes is None else f" processes={args.processes}"
-        key += f" {args.average_last} {args.beam_sizes}"
+        key += f" {sorted(args.average_last)} {sorted(args.beam_sizes)}"
         name += f"-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
     run_dir = Path(args.run_dir or REPO / "checkpoints" / name).resolve()
     if changed:
@@ -180,16 +205,12 @@ def _job(argv: list[str] | None) -> int:
     if processes > 1 and config.train.num_threads is None:
         # The cores shared out between the processes (on a CPU; a GPU's use one or two).
         overrides.append(f"train.num_threads={max(1, cores // processes)}")
-    prefixes = {}  # the test and validation sets must be there before training starts
-    for key, setting, default in (
-        ("test", config.data.test, "test_2016_flickr"),
-        ("valid", config.data.valid, "val"),
-    ):
-        prefixes[key] = resolve_prefix(setting or data_dir / default)
-        for path in (Path(f"{prefixes[key]}.{src}"), Path(f"{prefixes[key]}.{tgt}")):
-            if not path.is_file():
-                sys.exit(f"quickstart: file not found: {path} (data.{key}={setting})")
-    test_prefix, valid_prefix = prefixes["test"], prefixes["valid"]
+    problem = decoding_problem(config, args, overrides, src, tgt)
+    if problem:
+        print(f"quickstart: error: {problem}", file=sys.stderr)
+        return 2
+    test_prefix = resolve_prefix(config.data.test)
+    valid_prefix = resolve_prefix(config.data.valid or config.data.test)  # unused when empty
     python = sys.executable
     start = time.time()
     train_command = training_command(python, processes, ["--config", args.config, *overrides])
@@ -199,10 +220,14 @@ def _job(argv: list[str] | None) -> int:
     run(train_command, again)
     decode = yaml.safe_load((run_dir / "config.yaml").read_text())["decode"]
     valid = (Path(f"{valid_prefix}.{src}"), Path(f"{valid_prefix}.{tgt}"))
-    chosen, averaged, validation = validation_choice.average_and_choose(
-        run_dir, args.average_last, args.beam_sizes, valid, tgt, decode["length_penalty"],
-        lambda command: run(command, again), python,
-    )  # fmt: skip
+    try:
+        chosen, averaged, validation = validation_choice.average_and_choose(
+            run_dir, args.average_last, args.beam_sizes, valid, tgt, decode["length_penalty"],
+            lambda command: run(command, again), python,
+        )  # fmt: skip
+    except ValueError as error:  # no numbered checkpoint (train.keep_last=0)
+        print(f"quickstart: error: {run_dir}: {error}", file=sys.stderr)
+        return 1
     # The recorded results in results/ are only replaced by the full, unmodified job.
     results_dir = Path(args.results_dir or (run_dir if changed else REPO / "results"))
     results_dir.mkdir(parents=True, exist_ok=True)
@@ -213,7 +238,8 @@ def _job(argv: list[str] | None) -> int:
     hyp_path = results_dir / f"multi30k_{src}-{tgt}.{test_name}.hyp.{tgt}"
     evaluate = [
         "--checkpoint", str(averaged), "--src", f"{test_prefix}.{src}",
-        "--ref", f"{test_prefix}.{tgt}", "--beam-size", str(chosen.beam_size),
+        "--ref", f"{test_prefix}.{tgt}", "--target-lang", tgt,
+        "--beam-size", str(chosen.beam_size),
         "--length-penalty", str(decode["length_penalty"]),
         "--hyp-out", str(hyp_path), "--json", str(scores_path),
     ]  # fmt: skip
@@ -248,7 +274,7 @@ def _job(argv: list[str] | None) -> int:
         ("tokenized BLEU (paper-style)", f"{result['tokenized_bleu']:.2f}"),
         ("training", f"{summary['train_minutes']:.1f} min, {summary['steps']} updates"),
         ("throughput", f"{summary['tokens_per_second']} target tokens/s"),
-        ("whole job", f"{result['job_minutes']:.1f} min"),
+        ("this command", f"{result['job_minutes']:.1f} min (training included, if it ran)"),
     ]
     print(
         f"\nMulti30k {src}->{tgt}, {test_name}, averaged last {chosen.average_last}, "

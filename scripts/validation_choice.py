@@ -13,6 +13,7 @@ plays no part in the choice.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,17 +34,18 @@ class Choice:
     beam_size: int
 
 
-def counts(text: str, option: str) -> list[int]:
+def counts(text: str, option: str, example: str) -> list[int]:
     """Parse a command-line list of counts: "5,10" -> [5, 10] (order kept, repeats dropped).
 
     Raises:
-        ValueError: an entry that is not a whole number >= 1, naming `option`.
+        ValueError: an entry that is not a whole number >= 1, naming `option` (and giving
+            `example` of a valid value).
     """
     values = []
     for entry in text.split(","):
-        if not entry.strip().isdigit() or int(entry) < 1:
+        if not re.fullmatch(r"[0-9]+", entry.strip()) or int(entry) < 1:  # ASCII digits only
             raise ValueError(
-                f"{option} ({text}): {entry.strip()!r} is not a whole number >= 1 (e.g. 5,10)"
+                f"{option} ({text}): {entry.strip()!r} is not a whole number >= 1 (e.g. {example})"
             )
         if int(entry) not in values:
             values.append(int(entry))
@@ -58,7 +60,9 @@ def plan_averages(wanted: Sequence[int], available: int) -> list[int]:
         ValueError: `available` < 1 (the run wrote no numbered checkpoint).
     """
     if available < 1:
-        raise ValueError("the run directory holds no numbered checkpoint to average")
+        raise ValueError(
+            "no numbered checkpoint (checkpoint_<step>.pt) to average; train.keep_last must be >= 1"
+        )
     planned = []
     for count in wanted:
         if min(count, available) not in planned:
@@ -159,8 +163,12 @@ def average_and_choose(
     """
     available = len(RunDirectory(run_dir).numbered_checkpoints())
     averages = plan_averages(average_last, available)
-    if averages != list(average_last):
-        print(f"quickstart: {run_dir} holds {available} checkpoint(s); averaging {averages}")
+    if max(average_last) > available:
+        print(
+            f"quickstart: {run_dir} holds {available} numbered checkpoint(s), fewer than the "
+            f"last {max(average_last)} asked for; averaging the last {averages}",
+            flush=True,
+        )
     averaged = {count: run_dir / f"checkpoint_avg{count}.pt" for count in averages}
     for count, path in averaged.items():
         average = ["--last", str(count), "--dir", str(run_dir), "--output", str(path)]

@@ -202,6 +202,8 @@ def test_a_wrong_override_or_missing_data_is_one_line(
         ["--average-last", "0"],
         ["--average-last", "5,ten"],
         ["--beam-sizes", "4,"],
+        ["--beam-sizes", "\u0665"],  # an Arabic-Indic 5: int() takes it, the option does not
+        ["--average-last", "\u00b2"],
         ["--max-minutes", "0"],
         ["--processes", "0"],
     ],
@@ -258,3 +260,26 @@ def test_processes_and_threads_given_by_the_user_are_kept(shared_data, monkeypat
     argv = ["--max-minutes", "3", "train.num_threads=3"]
     command = _planned_training(monkeypatch, argv, cores=2)
     assert "--nproc_per_node=2" in command and "train.num_threads=1" not in command
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["decode.beam_size=2"], "decode.beam_size: the job chooses among --beam-sizes"),
+        (["--beam-sizes", "4,9000"], "--beam-sizes: 9000 beams exceed data.vocab_size (8000)"),
+        (["train.keep_last=0"], "train.keep_last (0) must be at least 1"),
+        (["data.valid="], "data.valid is empty"),
+        (["data.test="], "data.test is empty"),
+        (["data.valid=/nonexistent/val"], "file not found: /nonexistent/val.en (data.valid="),
+    ],
+)
+def test_what_would_fail_after_the_hour_fails_before_it(
+    argv, message, shared_data, monkeypatch, capsys
+):
+    """Each of these once trained for the hour and then failed (or was ignored) at the
+    averaging, the choice on validation or the test decoding (#17, bad-input pass)."""
+    monkeypatch.setattr(quickstart, "run", lambda *command: pytest.fail("must stop before"))
+    monkeypatch.setenv("TRANSFORMER_DATA_DIR", str(shared_data))
+    assert quickstart.main(["--max-minutes", "1", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"quickstart: error: {message}") and len(err.splitlines()) == 1

@@ -14,13 +14,13 @@ from scripts.validation_choice import Choice
 
 @pytest.mark.parametrize("text, expected", [("5,10", [5, 10]), ("10, 5,10", [10, 5]), ("4", [4])])
 def test_counts_keep_the_order_given_and_drop_repeats(text, expected):
-    assert validation_choice.counts(text, "--average-last") == expected
+    assert validation_choice.counts(text, "--average-last", "5,10") == expected
 
 
 @pytest.mark.parametrize("text", ["0", "5,", "5,ten", "-1", "2.5", ""])
 def test_a_count_that_is_not_a_whole_number_names_the_option_and_entry(text):
     with pytest.raises(ValueError, match=r"^--beam-sizes \(.*\): .* is not a whole number >= 1"):
-        validation_choice.counts(text, "--beam-sizes")
+        validation_choice.counts(text, "--beam-sizes", "4,6")
 
 
 @pytest.mark.parametrize(
@@ -32,7 +32,7 @@ def test_averages_are_capped_at_the_checkpoints_there_are(wanted, available, exp
 
 
 def test_a_run_without_numbered_checkpoints_is_an_error():
-    with pytest.raises(ValueError, match="no numbered checkpoint"):
+    with pytest.raises(ValueError, match="no numbered checkpoint.*keep_last"):
         validation_choice.plan_averages([5], 0)
 
 
@@ -68,7 +68,7 @@ def _fake_steps(run_dir, bleu):
     return commands, run
 
 
-def test_every_average_is_decoded_with_every_beam_and_the_best_chosen(tmp_path):
+def test_every_average_is_decoded_with_every_beam_and_the_best_chosen(tmp_path, capsys):
     for step in (200, 400, 600, 800, 1000, 1200, 1400):
         (tmp_path / f"checkpoint_{step}.pt").write_bytes(b"")
     table = {(5, 4): 40.1, (5, 6): 40.6, (7, 4): 40.3, (7, 6): 40.2}  # 7: all there are
@@ -78,6 +78,9 @@ def test_every_average_is_decoded_with_every_beam_and_the_best_chosen(tmp_path):
         tmp_path, [5, 10], [4, 6], valid, "de", 2.0, run, "py"
     )
     assert chosen == Choice(5, 6) and averaged == tmp_path / "checkpoint_avg5.pt"
+    out = capsys.readouterr().out  # the count asked for, and what it became
+    assert "holds 7 numbered checkpoint(s), fewer than the last 10 asked for" in out
+    assert "averaging the last [5, 7]" in out
     averages = [c for c in commands if "transformer.cli.average" in c]
     assert [c[c.index("--last") + 1] for c in averages] == ["5", "7"]
     decodes = [c for c in commands if "transformer.cli.evaluate" in c]
