@@ -225,7 +225,7 @@ def _job(argv: list[str] | None) -> int:
             run_dir, args.average_last, args.beam_sizes, valid, tgt, decode["length_penalty"],
             lambda command: run(command, again), python,
         )  # fmt: skip
-    except ValueError as error:  # no numbered checkpoint (train.keep_last=0)
+    except ValueError as error:  # the run wrote no numbered checkpoint
         print(f"quickstart: error: {run_dir}: {error}", file=sys.stderr)
         return 1
     # The recorded results in results/ are only replaced by the full, unmodified job.
