@@ -13,6 +13,10 @@ from pathlib import Path
 import pytest
 
 from scripts import quickstart, step
+from transformer.config import load_config
+
+# The vocabulary size of the config `make demo` trains (configs/multi30k.yaml).
+DEMO_VOCAB = load_config(Path(__file__).parents[2] / "configs" / "multi30k.yaml").data.vocab_size
 
 
 def test_a_changed_job_gets_its_own_run_directory_and_leaves_results_alone(
@@ -266,7 +270,10 @@ def test_processes_and_threads_given_by_the_user_are_kept(shared_data, monkeypat
     "argv, message",
     [
         (["decode.beam_size=2"], "decode.beam_size: the job chooses among --beam-sizes"),
-        (["--beam-sizes", "4,9000"], "--beam-sizes: 9000 beams exceed data.vocab_size (8000)"),
+        (
+            ["--beam-sizes", f"4,{DEMO_VOCAB + 1}"],
+            f"--beam-sizes: {DEMO_VOCAB + 1} beams exceed data.vocab_size ({DEMO_VOCAB})",
+        ),
         (["train.keep_last=0"], "train.keep_last (0) must be at least 1"),
         (["data.valid="], "data.valid is empty"),
         (["data.test="], "data.test is empty"),
