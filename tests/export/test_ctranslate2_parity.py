@@ -56,7 +56,12 @@ def test_a_quantized_export_is_judged_by_bleu(trained, test_sentences, tmp_path)
         assert result.criterion == "BLEU within 0.5 of ours" and "vs ours" in result.note
     unjudged = check_ctranslate2(model, tokenizer, int8, sentences, "int8", beam_size=1)
     assert len(unjudged) == 1 and unjudged[0].criterion.startswith("identical >= 50%")
-    assert unjudged[0].passed  # int8 agrees with float32 on most sentences
+    # Judged by the share of token-identical sentences alone. How many agree depends on the
+    # CPU's int8 kernels (CTranslate2 takes Intel MKL on Intel CPUs, another backend
+    # elsewhere: its src/cpu/backend.cc): for this small model 22 of 60 on an Intel Xeon
+    # with AMX, more than half on the AMD EPYC machines the test ran on before.
+    assert unjudged[0].identical > 0
+    assert unjudged[0].passed == (2 * unjudged[0].identical >= 60)
     strict = check_ctranslate2(
         model, tokenizer, int8, sentences, "int8", beam_size=1, references=sentences
     )  # the sources as "references": both BLEUs near 0, within any positive drop
