@@ -42,7 +42,7 @@ import yaml  # noqa: E402
 from scripts import validation_choice  # noqa: E402
 from scripts.step import INTERRUPTED, run  # noqa: E402
 from transformer.atomic import atomic_write_text  # noqa: E402
-from transformer.cli.common import one_line  # noqa: E402
+from transformer.cli.common import integer, number, one_line  # noqa: E402
 from transformer.config import load_config  # noqa: E402
 from transformer.cpu.processes import cpu_processes  # noqa: E402
 from transformer.data.corpus import resolve_prefix  # noqa: E402
@@ -114,7 +114,7 @@ def _job(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--direction", default="en-de", choices=["en-de", "de-en"])
     parser.add_argument("--config", default=str(REPO / "configs" / "multi30k.yaml"))
-    parser.add_argument("--max-minutes", type=float, help="override train.max_minutes")
+    parser.add_argument("--max-minutes", type=number, help="override train.max_minutes")
     parser.add_argument(
         "--average-last",
         default=",".join(map(str, validation_choice.AVERAGE_LAST)),
@@ -130,7 +130,7 @@ def _job(argv: list[str] | None) -> int:
     parser.add_argument("--fresh", action="store_true", help="retrain even if the run exists")
     parser.add_argument(
         "--processes",
-        type=int,
+        type=integer,
         help="training processes (default: 1 on a GPU; on a CPU one per core, one thread each)",
     )
     parser.add_argument(

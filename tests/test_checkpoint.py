@@ -7,6 +7,7 @@ weights) is tested in test_checkpoint_contents.py.
 from __future__ import annotations
 
 import os
+import pickle
 import random
 import signal
 import subprocess
@@ -196,6 +197,23 @@ def test_pickled_function_call_is_refused_without_the_weights_only_false_advice(
     message = str(error.value)
     assert str(path) in message and "GLOBAL" in message and "system" in message
     assert "weights_only" not in message and "\n" not in message
+
+
+@pytest.mark.parametrize("path", ["/dev/null", "."])
+def test_a_path_that_exists_but_is_no_regular_file_is_not_called_missing(path):
+    with pytest.raises(ValueError, match="not a checkpoint file .it is not a regular file.$"):
+        read_checkpoint(path)
+
+
+def test_a_plain_pickle_is_refused_in_one_line_without_torch_warnings(tmp_path, recwarn):
+    """`pickle.dump` of a dict, not `torch.save`: torch.load warned about the pickle protocol
+    on stderr before the error (bad-input pass, #17)."""
+    path = tmp_path / "foreign.pt"
+    path.write_bytes(pickle.dumps({"a": 1}, protocol=4))
+    with pytest.raises(ValueError, match=r"foreign\.pt: not a readable checkpoint") as error:
+        read_checkpoint(path)
+    assert "\n" not in str(error.value)
+    assert [str(warning.message) for warning in recwarn] == []
 
 
 @pytest.mark.parametrize("device", ["tpu", "cuda:0"])

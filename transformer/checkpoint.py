@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -60,16 +61,18 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
 
     Raises:
         FileNotFoundError: if `path` does not exist.
-        ValueError: if `path` is not a file name; if the file is not a checkpoint (unreadable,
-            holds code or objects other than tensors and plain values, lacks
-            `format_version`/`model`/`model_config`), has another `format_version`, or holds
-            an entry of the wrong type (`check_entry_types`); the message names the path and
-            the problem.
+        ValueError: if `path` is not a file name or not a regular file; if the file is not a
+            checkpoint (unreadable, holds code or objects other than tensors and plain values,
+            lacks `format_version`/`model`/`model_config`), has another `format_version`, or
+            holds an entry of the wrong type (`check_entry_types`); the message names the path
+            and the problem.
     """
     if not isinstance(path, (str, os.PathLike)):
         raise ValueError(f"checkpoint path must be a file name, not {type(path).__name__}")
     path = Path(path)
     if not path.is_file():
+        if path.exists():  # a directory, a device (/dev/null), a pipe
+            raise ValueError(f"{path}: not a checkpoint file (it is not a regular file)")
         raise FileNotFoundError(f"checkpoint not found: {path}")
     if path.stat().st_size == 0:
         raise ValueError(f"{path}: not a readable checkpoint: the file is empty (0 bytes)")
@@ -80,7 +83,9 @@ def read_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
             "changed after it was written; use another checkpoint)"
         )
     try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
+        with warnings.catch_warnings():  # a plain pickle: torch warns before it refuses
+            warnings.filterwarnings("ignore", message="Detected pickle protocol")
+            state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as error:  # a text or foreign file can raise almost anything
         raise ValueError(
             f"{path}: not a readable checkpoint (corrupt, truncated, not a PyTorch file, or "

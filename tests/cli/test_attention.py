@@ -100,6 +100,23 @@ def test_cli_unusable_src_is_one_clean_line(checkpoint, tmp_path, capsys):
     assert not (tmp_path / "m.json").exists()
 
 
+@pytest.mark.parametrize("option", ["--src", "--tgt"])
+def test_a_sentence_that_is_not_utf8_is_a_usage_error_naming_the_option(
+    option, checkpoint, tmp_path, capsys
+):
+    """Bytes that are not UTF-8 reach Python's argv as surrogate escapes (PEP 383), here
+    made by decoding them as the interpreter decodes the command line."""
+    text = b"caf\xe9".decode("utf-8", "surrogateescape")
+    argv = ["--checkpoint", str(checkpoint), "--json", str(tmp_path / "m.json"), "--src", SHORT]
+    assert main([*argv, option, text]) == 2
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error == (
+        f"transformer-attention: error: argument {option}: not valid UTF-8 (byte 0xe9 at "
+        "character 4); give the sentence in UTF-8"
+    )
+    assert not (tmp_path / "m.json").exists()
+
+
 def test_cli_unknown_device_is_a_usage_error(checkpoint, tmp_path, capsys):
     argv = ["--checkpoint", str(checkpoint), "--json", str(tmp_path / "m.json"), "--src", SHORT]
     assert main([*argv, "--device", "foo"]) == 2

@@ -30,7 +30,9 @@ from transformer.cli.common import (
     checkpoint_file,
     device_option,
     file_name,
+    integer,
     run,
+    sentence,
 )
 from transformer.cli.decode_options import decoding_config
 from transformer.evaluate.attention_maps import KINDS, attention_weights
@@ -49,9 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=file_name,
         help="checkpoint file (.pt), or a run directory (its checkpoint_best.pt, else _last)",
     )
-    parser.add_argument("--src", required=True, help="source sentence")
+    parser.add_argument("--src", required=True, type=sentence, help="source sentence")
     parser.add_argument(
-        "--tgt", default=None, help="target sentence to force-decode (default: translate --src)"
+        "--tgt",
+        default=None,
+        type=sentence,
+        help="target sentence to force-decode (default: translate --src)",
     )
     parser.add_argument(
         "--kind",
@@ -60,11 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="self (encoder), cross (encoder-decoder) or decoder-self (default: cross)",
     )
     parser.add_argument(
-        "--layer", type=int, default=-1, help="0-based layer to draw (default: the last)"
+        "--layer", type=integer, default=-1, help="0-based layer to draw (default: the last)"
     )
     parser.add_argument(
         "--head",
-        type=int,
+        type=integer,
         action="append",
         default=None,
         help="0-based head to draw; repeat for several (default: all heads)",
@@ -74,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--beam-size",
-        type=int,
+        type=integer,
         default=None,
         help="beam for translating (1 = greedy; default: the checkpoint's decode.beam_size)",
     )

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from transformer.checkpoint import save_checkpoint
-from transformer.cli.common import UsageError, check_output_path, file_name, run
+from transformer.cli.common import UsageError, check_output_path, file_name, integer, run
 from transformer.train.average import average_checkpoints, distinct_files, last_checkpoints
 
 
@@ -33,7 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument(
         "--inputs", nargs="+", type=file_name, metavar="CKPT", help="checkpoints to average"
     )
-    source.add_argument("--last", type=int, metavar="N", help="the N newest checkpoints of --dir")
+    source.add_argument(
+        "--last", type=integer, metavar="N", help="the N newest checkpoints of --dir"
+    )
     parser.add_argument(
         "--dir", type=file_name, metavar="RUN_DIR", help="run directory (with --last)"
     )

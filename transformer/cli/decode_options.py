@@ -19,7 +19,7 @@ import math
 import re
 import sys
 
-from transformer.cli.common import UsageError
+from transformer.cli.common import UsageError, integer, number
 from transformer.cpu.onednn import LINEAR_KERNELS
 from transformer.decode.config import LENGTH_PENALTY_STYLES, DecodeConfig
 
@@ -36,12 +36,12 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
         "decoding (default: the decode section of the checkpoint's training config, e.g. "
         "configs/multi30k.yaml's alpha 2.0; the values in parentheses are DecodeConfig's defaults)"
     )
-    group.add_argument("--beam-size", type=int, help="beams per sentence (4, the paper's)")
+    group.add_argument("--beam-size", type=integer, help="beams per sentence (4, the paper's)")
     group.add_argument(
         "--greedy", action="store_true", help="greedy decoding instead of beam search"
     )
     group.add_argument(
-        "--length-penalty", type=float, help="alpha of the length penalty (0.6, the paper's)"
+        "--length-penalty", type=number, help="alpha of the length penalty (0.6, the paper's)"
     )
     group.add_argument(
         "--length-penalty-style",
@@ -49,10 +49,10 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
         help="gnmt: ((5+|Y|)/6)^alpha (the paper's, default); power: |Y|^alpha",
     )
     group.add_argument(
-        "--max-len-a", type=float, help="max output length = a * source length + b (a = 1)"
+        "--max-len-a", type=number, help="max output length = a * source length + b (a = 1)"
     )
-    group.add_argument("--max-len-b", type=int, help="(b = 50)")
-    group.add_argument("--max-tokens", type=int, help="source tokens per batch (4096)")
+    group.add_argument("--max-len-b", type=integer, help="(b = 50)")
+    group.add_argument("--max-tokens", type=integer, help="source tokens per batch (4096)")
     group.add_argument(
         "--device", default="auto", help="cpu, cuda, cuda:N or auto (cuda when available)"
     )
@@ -67,16 +67,16 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
         "sampling (instead of beam search, e.g. back-translation; transformer.decode.sampling)"
     )
     group.add_argument("--sampling", action="store_true", default=None, help="sample each token")
-    group.add_argument("--temperature", type=float, help="> 0 (default 1; near 0: greedy)")
-    group.add_argument("--top-k", type=int, help="only the k most probable tokens (0: all)")
-    group.add_argument("--top-p", type=float, help="only the most probable tokens of mass p")
+    group.add_argument("--temperature", type=number, help="> 0 (default 1; near 0: greedy)")
+    group.add_argument("--top-k", type=integer, help="only the k most probable tokens (0: all)")
+    group.add_argument("--top-p", type=number, help="only the most probable tokens of mass p")
     group.add_argument(
         "--num-samples",
-        type=int,
+        type=integer,
         help="samples per line: the best scored is the translation (translate's --nbest N "
         "prints N)",
     )
-    group.add_argument("--seed", type=int, help="seed of the samples (default: random)")
+    group.add_argument("--seed", type=integer, help="seed of the samples (default: random)")
 
 
 def decoding_config(args: argparse.Namespace, decode: DecodeConfig | None = None) -> DecodeConfig:
@@ -120,13 +120,13 @@ def warn_capped_lines(prog: str, translator, lines: list[str], settings: dict, f
     """
     cap = translator.model.config.max_positions
     a, b = settings["max_len_a"], settings["max_len_b"]
-    for number, ids in enumerate(translator.tokenizer.encode_batch(lines), start=first):
+    for line_number, ids in enumerate(translator.tokenizer.encode_batch(lines), start=first):
         limit = a * len(ids) + b
         if ids and limit >= cap + 1:  # the decoder's limit floor(a * S + b) is above the cap
             shown = math.floor(limit) if math.isfinite(limit) else limit
             print(
-                f"{prog}: warning: line {number} has {len(ids)} source tokens; its translation "
-                f"is limited to max_positions ({cap}) tokens instead of {shown:g} "
+                f"{prog}: warning: line {line_number} has {len(ids)} source tokens; its "
+                f"translation is limited to max_positions ({cap}) tokens instead of {shown:g} "
                 "(max-len-a * tokens + max-len-b) and is cut if longer",
                 file=sys.stderr,
             )

@@ -34,7 +34,7 @@ import tempfile
 from pathlib import Path
 
 from transformer.checkpoint import load_checkpoint
-from transformer.cli.common import UsageError, checkpoint_file, file_name, run
+from transformer.cli.common import UsageError, checkpoint_file, file_name, integer, number, run
 from transformer.data.corpus import read_lines
 from transformer.export.ctranslate2 import QUANTIZATIONS, export_ctranslate2
 from transformer.export.ctranslate2_parity import check_ctranslate2
@@ -68,17 +68,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--check-input", type=file_name, help="source sentences, one a line")
     check.add_argument("--check-reference", type=file_name, help="their references (BLEU)")
-    check.add_argument("--beam-size", type=int, default=4, help="beams of the beam check (4)")
+    check.add_argument("--beam-size", type=integer, default=4, help="beams of the beam check (4)")
     check.add_argument(
-        "--length-penalty", type=float, help="alpha of |Y|^alpha (default: the checkpoint's)"
+        "--length-penalty", type=number, help="alpha of |Y|^alpha (default: the checkpoint's)"
     )
     check.add_argument(
-        "--min-identical", type=float, default=0.99, help="share of identical outputs (0.99)"
+        "--min-identical", type=number, default=0.99, help="share of identical outputs (0.99)"
     )
     check.add_argument(
-        "--max-bleu-drop", type=float, default=0.5, help="quantized BLEU loss allowed (0.5)"
+        "--max-bleu-drop", type=number, default=0.5, help="quantized BLEU loss allowed (0.5)"
     )
-    check.add_argument("--threads", type=int, default=1, help="CTranslate2 threads (1)")
+    check.add_argument("--threads", type=integer, default=1, help="CTranslate2 threads (1)")
     return parser
 
 

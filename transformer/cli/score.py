@@ -36,6 +36,8 @@ from transformer.cli.common import (
     checkpoint_file,
     device_option,
     file_name,
+    integer,
+    number,
     run,
 )
 from transformer.cli.decode_options import decoding_config
@@ -62,10 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--src", required=True, type=file_name, help="source sentences")
     parser.add_argument("--tgt", required=True, type=file_name, help="target sentences")
     parser.add_argument("--output", type=file_name, help="where to write (default/-: stdout)")
-    parser.add_argument("--length-penalty", type=float, help="alpha of lp(|Y|) for `score`")
+    parser.add_argument("--length-penalty", type=number, help="alpha of lp(|Y|) for `score`")
     parser.add_argument("--length-penalty-style", choices=LENGTH_PENALTY_STYLES)
-    parser.add_argument("--max-tokens", type=int, help="tokens per batch (default 4096)")
-    parser.add_argument("--buffer-size", type=int, default=2000, help="lines read at a time")
+    parser.add_argument("--max-tokens", type=integer, help="tokens per batch (default 4096)")
+    parser.add_argument("--buffer-size", type=integer, default=2000, help="lines read at a time")
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
     parser.add_argument("--linear-kernel", choices=LINEAR_KERNELS, default="auto")
     return parser

@@ -54,6 +54,7 @@ from transformer.cli.common import (
     checkpoint_file,
     device_option,
     file_name,
+    integer,
     one_line,
     run,
 )
@@ -97,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--nbest",
-        type=int,
+        type=integer,
         default=1,
         help="write exactly N lines 'index ||| translation ||| score' per input line "
         "(an empty line: N lines with score 0; missing hypotheses: empty, score -inf)",
@@ -113,10 +114,10 @@ def _add_features(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--print-alignment", action="store_true", help="append ' ||| ' and the word alignment"
     )
-    group.add_argument("--alignment-layer", type=int, help="decoder layer that aligns (-1)")
+    group.add_argument("--alignment-layer", type=integer, help="decoder layer that aligns (-1)")
     group.add_argument("--prefix-separator", help="input 'source SEP prefix' (e.g. ' ||| ')")
     group.add_argument(
-        "--buffer-size", type=int, default=1000, help="lines translated together (1000)"
+        "--buffer-size", type=integer, default=1000, help="lines translated together (1000)"
     )
 
 
