@@ -42,7 +42,8 @@ import yaml  # noqa: E402
 from scripts import validation_choice  # noqa: E402
 from scripts.step import INTERRUPTED, run  # noqa: E402
 from transformer.atomic import atomic_write_text  # noqa: E402
-from transformer.cli.common import integer, number, one_line  # noqa: E402
+from transformer.cli.common import one_line  # noqa: E402
+from transformer.cli.values import integer, number  # noqa: E402
 from transformer.config import load_config  # noqa: E402
 from transformer.cpu.processes import cpu_processes  # noqa: E402
 from transformer.data.corpus import resolve_prefix  # noqa: E402

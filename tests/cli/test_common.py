@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from transformer.cli import attention, average, evaluate, train, translate
-from transformer.cli.common import UsageError, integer, number, one_line, run
+from transformer.cli.common import UsageError, one_line, run
 
 TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny.yaml"
 
@@ -225,28 +225,3 @@ def test_a_full_stdout_is_one_line_naming_stdout(write):
     err = done.stderr.decode()
     assert done.returncode == 1, err
     assert err.splitlines() == [f"tool: error: stdout: {os.strerror(errno.ENOSPC)}"]
-
-
-@pytest.mark.parametrize(
-    "option, value, kind",
-    [
-        ("--beam-size", "٤", "int"),
-        ("--beam-size", "４", "int"),
-        ("--length-penalty", "٠.٥", "float"),
-    ],
-)
-def test_numbers_of_other_scripts_are_refused_as_in_the_config(option, value, kind, capsys):
-    """`int("٤")` is 4 and `float("٠.٥")` 0.5; the config (YAML) takes ASCII digits only, and
-    so do the options now (bad-input pass, #17: `--beam-size ٤` decoded with 4 beams)."""
-    assert float(value) >= 0  # the builtin takes them
-    assert translate.main(["--checkpoint", "c.pt", option, value]) == 2
-    error = capsys.readouterr().err.splitlines()[-1]
-    assert (
-        error == f"transformer-translate: error: argument {option}: invalid {kind} value: {value!r}"
-    )
-
-
-@pytest.mark.parametrize("value, expected", [("4", 4), ("-1", -1), (" 12 ", 12)])
-def test_ascii_integers_read_as_int_does(value, expected):
-    assert integer(value) == int(value) == expected
-    assert number(value) == float(value)

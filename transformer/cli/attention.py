@@ -29,12 +29,10 @@ from transformer.cli.common import (
     check_output_path,
     checkpoint_file,
     device_option,
-    file_name,
-    integer,
     run,
-    sentence,
 )
 from transformer.cli.decode_options import decoding_config
+from transformer.cli.values import file_name, integer, sentence
 from transformer.evaluate.attention_maps import KINDS, attention_weights
 from transformer.evaluate.plot import draw_attention, image_format
 

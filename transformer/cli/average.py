@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 
 from transformer.checkpoint import save_checkpoint
-from transformer.cli.common import UsageError, check_output_path, file_name, integer, run
+from transformer.cli.common import UsageError, check_output_path, run
+from transformer.cli.values import file_name, integer
 from transformer.train.average import average_checkpoints, distinct_files, last_checkpoints
 
 

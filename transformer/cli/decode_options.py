@@ -19,7 +19,8 @@ import math
 import re
 import sys
 
-from transformer.cli.common import UsageError, integer, number
+from transformer.cli.common import UsageError
+from transformer.cli.values import integer, number
 from transformer.cpu.onednn import LINEAR_KERNELS
 from transformer.decode.config import LENGTH_PENALTY_STYLES, DecodeConfig
 

@@ -41,7 +41,6 @@ from transformer.cli.common import (
     check_output_path,
     checkpoint_file,
     device_option,
-    file_name,
     one_line,
     run,
 )
@@ -50,6 +49,7 @@ from transformer.cli.decode_options import (
     decoding_config,
     warn_capped_lines,
 )
+from transformer.cli.values import file_name
 from transformer.data.corpus import read_lines
 from transformer.evaluate.bleu import corpus_scores, format_scores
 from transformer.evaluate.sacrebleu_sets import fetch_test_set

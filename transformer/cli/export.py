@@ -34,7 +34,8 @@ import tempfile
 from pathlib import Path
 
 from transformer.checkpoint import load_checkpoint
-from transformer.cli.common import UsageError, checkpoint_file, file_name, integer, number, run
+from transformer.cli.common import UsageError, checkpoint_file, run
+from transformer.cli.values import file_name, integer, number
 from transformer.data.corpus import read_lines
 from transformer.export.ctranslate2 import QUANTIZATIONS, export_ctranslate2
 from transformer.export.ctranslate2_parity import check_ctranslate2

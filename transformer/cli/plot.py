@@ -20,7 +20,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from transformer.cli.common import UsageError, check_output_path, file_name, run
+from transformer.cli.common import UsageError, check_output_path, run
+from transformer.cli.values import file_name
 from transformer.evaluate.training_curves import (
     draw_training_curves,
     output_format,

@@ -32,7 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from transformer.atomic import atomic_write_text
-from transformer.cli.common import UsageError, check_output_path, file_name, run
+from transformer.cli.common import UsageError, check_output_path, run
+from transformer.cli.values import file_name
 from transformer.config import load_config
 from transformer.data.corpus import resolve_prefix
 from transformer.data.hf_corpus import HF_PREFIX

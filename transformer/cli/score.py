@@ -35,12 +35,10 @@ from transformer.cli.common import (
     check_output_path,
     checkpoint_file,
     device_option,
-    file_name,
-    integer,
-    number,
     run,
 )
 from transformer.cli.decode_options import decoding_config
+from transformer.cli.values import file_name, integer, number
 from transformer.cpu.onednn import LINEAR_KERNELS
 from transformer.data.corpus import count_lines
 from transformer.decode.config import LENGTH_PENALTY_STYLES

@@ -27,7 +27,8 @@ import sys
 
 from tqdm import tqdm
 
-from transformer.cli.common import UsageError, file_name, run
+from transformer.cli.common import UsageError, run
+from transformer.cli.values import file_name
 from transformer.config import Config, default_keys, format_config, load_config
 from transformer.train.distributed import join_process_group, shutdown, torchrun_context
 from transformer.train.run_data import prepare_run_data

@@ -53,8 +53,6 @@ from transformer.cli.common import (
     check_output_path,
     checkpoint_file,
     device_option,
-    file_name,
-    integer,
     one_line,
     run,
 )
@@ -63,6 +61,7 @@ from transformer.cli.decode_options import (
     decoding_config,
     warn_capped_lines,
 )
+from transformer.cli.values import file_name, integer
 from transformer.data.corpus import count_lines
 from transformer.decode.alignment import check_layer, pharaoh
 from transformer.decode.config import DecodeConfig
