@@ -123,6 +123,10 @@ def test_evaluate_without_a_seed_reports_the_one_it_drew(files, synthetic_senten
         (["--top-p", "0.5"], "--top-p (0.5) applies to sampling only: set --sampling too"),
         (["--seed", "3"], "--seed (3) applies to sampling only: set --sampling too"),
         (["--sampling", "--greedy"], "--greedy and --sampling exclude each other"),
+        (
+            ["--greedy", "--beam-size", "4"],
+            "--greedy and --beam-size exclude each other (greedy is one beam)",
+        ),
         (["--sampling", "--top-p", "0"], "--top-p (0.0) must be in [1e-06, 0.999999], or 1 (off)"),
         (
             ["--sampling", "--top-p", "nan"],

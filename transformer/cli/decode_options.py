@@ -97,7 +97,7 @@ def decoding_config(args: argparse.Namespace, decode: DecodeConfig | None = None
 
     Raises:
         UsageError: `DecodeConfig`'s message, with `--beam-size` for `decode.beam_size`; or
-            `--greedy` with sampling (given or the checkpoint's).
+            `--greedy` with sampling (given or the checkpoint's) or with `--beam-size`.
     """
     given = {name: getattr(args, name, None) for name in DECODE_OPTIONS}
     try:
@@ -109,6 +109,8 @@ def decoding_config(args: argparse.Namespace, decode: DecodeConfig | None = None
         raise UsageError(message) from None
     if getattr(args, "greedy", False) and config.sampling:
         raise UsageError("--greedy and --sampling exclude each other")
+    if getattr(args, "greedy", False) and args.beam_size is not None:
+        raise UsageError("--greedy and --beam-size exclude each other (greedy is one beam)")
     return config
 
 

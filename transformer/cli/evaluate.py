@@ -174,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     Returns:
         The exit status, by the rule of `transformer.cli.common`: 0 on success; 2 for a wrong
         command line (options that do not name one job, a decoding option out of range,
-        `--greedy` with `--sampling`, a sampling option without it, an unknown `--device`);
+        `--greedy` with `--sampling` or `--beam-size`, a sampling option without it, an
+        unknown `--device`);
         1 after a one-line error when the work cannot be done (missing or mismatched files,
         a bad checkpoint or a `--checkpoint` directory without one, an unreachable sacreBLEU
         test set, an output that would overwrite an input or whose directory does not exist).

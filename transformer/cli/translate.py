@@ -126,9 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     Returns:
         The exit status, by the rule of `transformer.cli.common`: 0 on success; 2 for a wrong
         command line (a decoding option out of range, `--nbest` above the beam size (the
-        samples) or with `--greedy`, `--greedy` with `--sampling`, a sampling option without
-        it, `--alignment-layer` out of range, an unknown `--device`); 1 after a one-line error
-        (also for checkpoints with different vocabularies) when the work cannot be
+        samples) or with `--greedy`, `--greedy` with `--sampling` or `--beam-size`, a
+        sampling option without it, `--alignment-layer` out of range, an unknown
+        `--device`); 1 after a one-line error (also for checkpoints with different
+        vocabularies) when the work cannot be
         done (a missing or bad checkpoint or input file, a `--checkpoint` directory without
         checkpoint_best.pt or checkpoint_last.pt, invalid UTF-8 input, an output whose
         directory does not exist or that would overwrite an input, the file read from stdin
