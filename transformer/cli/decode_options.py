@@ -109,7 +109,7 @@ def decoding_config(args: argparse.Namespace, decode: DecodeConfig | None = None
         raise UsageError(message) from None
     if getattr(args, "greedy", False) and config.sampling:
         raise UsageError("--greedy and --sampling exclude each other")
-    if getattr(args, "greedy", False) and args.beam_size is not None:
+    if getattr(args, "greedy", False) and given["beam_size"] is not None:
         raise UsageError("--greedy and --beam-size exclude each other (greedy is one beam)")
     return config
 

@@ -27,12 +27,7 @@ def integer(value: str) -> int:
     Raises:
         argparse.ArgumentTypeError: "invalid int value: '...'" (argparse names the option).
     """
-    try:
-        if value.isascii():
-            return int(value)
-    except ValueError:
-        pass
-    raise argparse.ArgumentTypeError(f"invalid int value: {value!r}")
+    return _ascii(value, int)
 
 
 def number(value: str) -> float:
@@ -41,12 +36,17 @@ def number(value: str) -> float:
     Raises:
         argparse.ArgumentTypeError: "invalid float value: '...'" (argparse names the option).
     """
+    return _ascii(value, float)
+
+
+def _ascii(value: str, convert: type[int] | type[float]) -> int | float:
+    """`convert(value)` for ASCII text; argparse's "invalid <type> value" error otherwise."""
     try:
         if value.isascii():
-            return float(value)
+            return convert(value)
     except ValueError:
         pass
-    raise argparse.ArgumentTypeError(f"invalid float value: {value!r}")
+    raise argparse.ArgumentTypeError(f"invalid {convert.__name__} value: {value!r}")
 
 
 def sentence(value: str) -> str:
