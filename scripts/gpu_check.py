@@ -17,12 +17,16 @@ its own time cap inside one overall budget; a failed step is recorded and the ne
   (d) d_big_eager     the big model (configs/big.yaml) the same way, fewer updates
   (e) e_decode        beam 4, alpha 0.6, of the 3003 newstest2014 sentences with the model of
                       (c): sentences/s, target tokens/s, output lengths, sacreBLEU
+  (g) g_attention_shapes  attention (forward + backward) on shapes not seen before, per SDPA
+                      backend: the cost of a new batch shape, the fastest backend
   (c, d) c_base_compile, d_big_compile: (c) and (d) with train.compile (last: the slowest)
 
 A training step reports steady-state target tokens/s, MFU (gpu_check_figures.py says how the
 FLOPs are counted), the share of the time spent waiting for a batch, peak GPU memory and the
-compile time. The JSON file (`--out`) is rewritten after every step, so a run cut short keeps
-what it measured; every command's output goes to a log beside it (same name, `.log`).
+compile time, with a profile of a few updates after the first epoch (the kernels that took the
+device's time, and how busy it was). The JSON file (`--out`) is rewritten after every step,
+so a run cut short keeps what it measured; every command's output goes to a log beside it
+(same name, `.log`).
 
 Data: a folder made by `scripts/gpu_check_data.sh` (by default `gpu_data/` when it is
 complete): real news text to train on (newstest 2008-2013, 16,573 pairs, with the paper's
@@ -30,7 +34,8 @@ complete): real news text to train on (newstest 2008-2013, 16,573 pairs, with th
 Multi30k for the GPU tests. Without it (or with `--data synthetic`) the check writes synthetic
 sentences, with an 8,000-piece vocabulary. Modules: gpu_check_steps.py (the steps),
 gpu_check_figures.py (data, arithmetic), gpu_check_worker.py (the processes that use torch),
-gpu_check_timing.py (the batch fetches it times).
+gpu_check_timing.py (the batch fetches it times), gpu_check_sizes.py (the two modes' sizes),
+gpu_check_probe.py (a profile of a few updates; attention on new shapes).
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from pathlib import Path
 
 from scripts import gpu_check_figures as figures
 from scripts import gpu_check_steps as steps
+from scripts.gpu_check_sizes import DRY, GPU
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -70,7 +76,7 @@ class Check:
     """One run of the check: its report (the JSON file), its clock, the commands it starts."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        self.args, self.sizes = args, steps.DRY if args.dry_run else steps.GPU
+        self.args, self.sizes = args, DRY if args.dry_run else GPU
         self.repo, self.python, self.out = REPO, sys.executable, Path(args.out).resolve()
         self.work = Path(args.work_dir or f"/tmp/gpu_check_{os.getpid()}").resolve()
         self.work.mkdir(parents=True, exist_ok=True)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import dataclass
 
 from scripts import gpu_check_figures as figures
+from scripts.gpu_check_sizes import Sizes
 
 # The paper's decoding (section 6.1; max_len_b is per mode) and the CLI's batch size.
 DECODE = {"beam_size": 4, "length_penalty": 0.6, "max_len_a": 1.0, "max_tokens": 4096}
@@ -27,95 +27,6 @@ class StepError(Exception):
     def __init__(self, status: str, message: str, result: dict | None = None) -> None:
         super().__init__(message)
         self.status, self.result = status, result
-
-
-@dataclass(frozen=True)
-class Sizes:
-    """The sizes of one mode of the check: the GPU check, or its CPU dry run.
-
-    Attributes:
-        device, precision: `train.device` and `train.precision` of every training run.
-        tokens_per_update: `train.tokens_per_update` = `train.max_tokens` (update_freq 1).
-        updates: Updates of each timed run, per model ("base", "big").
-        warmup_updates: Updates left out of the steady state: (eager, compiled).
-        model_overrides: Extra `model.*` overrides per model (the dry run's tiny models).
-        vocab_size, synthetic_vocab: SentencePiece pieces with real data, with synthetic text.
-        resume_steps, resume_vocab: Updates of the stop/resume check (stopped halfway) and its
-            `data.vocab_size` (None: configs/tiny.yaml's).
-        synthetic_pairs: News-like training pairs, caption-like pairs, test sentences.
-        compile_env: Environment of the train.compile runs (the dry run turns compilation
-            off: inductor takes about a minute on 2 CPU cores; the trainer's path is the same).
-        decode_precisions, decode_max_len_b, decode_warmup, decode_sentences: The weights'
-            precisions in the decoding step, the b of its maximum output length (the paper:
-            input + 50), the sentences decoded first, untimed, and those timed (None: all).
-        budget_seconds, reserve_seconds: Default budget of the whole check; the time kept
-            back for each step still to run when a step's cap is set.
-    """
-
-    device: str
-    precision: str
-    tokens_per_update: int
-    updates: dict
-    warmup_updates: tuple[int, int]
-    model_overrides: dict
-    vocab_size: int
-    synthetic_vocab: int
-    resume_steps: int
-    resume_vocab: int | None
-    synthetic_pairs: tuple[int, int, int]
-    compile_env: dict
-    decode_precisions: tuple[str, ...]
-    decode_max_len_b: int
-    decode_warmup: int
-    decode_sentences: int | None
-    budget_seconds: float
-    reserve_seconds: float
-
-
-GPU = Sizes(
-    device="cuda",
-    precision="bf16",
-    tokens_per_update=25000,
-    updates={"base": 100, "big": 40},
-    warmup_updates=(10, 10),  # and recompilations are left out as slow updates
-    model_overrides={"base": [], "big": []},
-    vocab_size=37000,
-    synthetic_vocab=8000,
-    resume_steps=20,
-    resume_vocab=None,
-    synthetic_pairs=(16000, 5000, 3003),
-    compile_env={},
-    decode_precisions=("fp32",),  # as transformer-evaluate loads a checkpoint
-    decode_max_len_b=50,
-    decode_warmup=16,
-    decode_sentences=None,
-    budget_seconds=465.0,
-    reserve_seconds=20.0,
-)
-_TINY = ["model.n_encoder_layers=1", "model.n_decoder_layers=1", "model.n_heads=2"]
-DRY = Sizes(
-    device="cpu",
-    precision="fp32",
-    tokens_per_update=600,
-    updates={"base": 6, "big": 4},
-    warmup_updates=(2, 2),
-    model_overrides={
-        "base": [*_TINY, "model.d_model=32", "model.d_ff=64"],
-        "big": [*_TINY, "model.d_model=48", "model.d_ff=96"],
-    },
-    vocab_size=400,
-    synthetic_vocab=400,
-    resume_steps=6,
-    resume_vocab=300,
-    synthetic_pairs=(800, 300, 24),
-    compile_env={"TORCH_COMPILE_DISABLE": "1"},
-    decode_precisions=("fp32",),
-    decode_max_len_b=8,
-    decode_warmup=2,
-    decode_sentences=24,
-    budget_seconds=170.0,
-    reserve_seconds=5.0,
-)
 
 
 def versions(check) -> dict:
@@ -201,6 +112,9 @@ def train(model: str, compile: bool):
             overrides.append(f"train.peak_tflops={check.args.peak_tflops}")
         spec = {"config": f"configs/{model}.yaml", "overrides": overrides}
         spec.update(timings=str(timings), result=str(result))
+        first, count = check.sizes.profile
+        profile = check.work / f"{name}_profile"  # .json and .txt
+        spec["profile"] = {"first": first, "count": count, "out": str(profile)}
         (check.work / f"{name}.spec.json").write_text(json.dumps(spec), encoding="utf-8")
         warmup = check.sizes.warmup_updates[compile]
 
@@ -210,7 +124,15 @@ def train(model: str, compile: bool):
                 figures.read_timings(timings), warmup, done.get("peak_flops")
             )
             trainer_log = figures.trainer_records(run_dir, warmup)
-            return {**done, "environment": env, "steady_state": steady, "trainer_log": trainer_log}
+            profiled = profile.with_suffix(".json")
+            profiled = json.loads(profiled.read_text("utf-8")) if profiled.is_file() else None
+            return {
+                **done,
+                "environment": env,
+                "steady_state": steady,
+                "trainer_log": trainer_log,
+                "profile": profiled,
+            }
 
         env = check.sizes.compile_env if compile else {}
         try:
@@ -279,6 +201,16 @@ def decode(check) -> dict:
     return {**model, **json.loads(out.read_text(encoding="utf-8"))}
 
 
+def attention(check) -> dict:
+    """(g): multi-head attention on new shapes, first call and again, per SDPA backend."""
+    out = check.work / "attention.json"
+    spec = {"device": check.sizes.device, "precision": check.sizes.precision, "repeats": 3}
+    spec.update(check.sizes.attention, result=str(out))
+    (check.work / "attention.spec.json").write_text(json.dumps(spec), encoding="utf-8")
+    check.worker("attention", str(check.work / "attention.spec.json"), name="attention")
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
 # (step key, time cap in seconds (the overall budget can shorten it), step), in the order
 # they run: the compiled runs last, as the slowest and least predictable.
 PLAN = [
@@ -289,6 +221,7 @@ PLAN = [
     ("c_base_eager", 75, train("base", compile=False)),
     ("d_big_eager", 90, train("big", compile=False)),
     ("e_decode", 90, decode),
+    ("g_attention_shapes", 40, attention),
     ("c_base_compile", 150, train("base", compile=True)),
     ("d_big_compile", 150, train("big", compile=True)),
 ]

@@ -21,13 +21,15 @@ class TimedBatches:
     flushed so that a killed run keeps them: `t` (start of the fetch, seconds), `wait` (its
     duration), real tokens `n_src`, `n_tgt` (target + eos) and the model FLOPs of the update
     (`transformer.train.flops.batch_flops`, the convention of the trainer's own MFU).
+    With a `profiler` (gpu_check_probe.py), its window opens and closes at update fetches.
     `close` closes the file and the stream; the rest (`state_dict`, ...) goes to the stream.
     """
 
-    def __init__(self, batches, path: Path, model_config) -> None:
+    def __init__(self, batches, path: Path, model_config, profiler=None) -> None:
         from transformer.train.flops import batch_flops
 
         self.batches, self.model_config, self.flops = batches, model_config, batch_flops
+        self.profiler, self.updates = profiler, 0  # gpu_check_probe.UpdateProfiler or None
         self.file = open(path, "w", encoding="utf-8")  # noqa: SIM115 (closed by close())
         self.origin, self.stream = time.perf_counter(), None
 
@@ -46,6 +48,9 @@ class TimedBatches:
     def __next__(self):
         if self.stream is None:
             self.stream = iter(self.batches)
+        if self.profiler is not None:
+            self.profiler.at_update(self.updates)
+        self.updates += 1
         start = time.perf_counter()
         micro_batches = next(self.stream)
         wait = time.perf_counter() - start
@@ -61,5 +66,7 @@ class TimedBatches:
         return micro_batches
 
     def close(self) -> None:
+        if self.profiler is not None:
+            self.profiler.close()
         self.file.close()
         self.batches.close()

@@ -4,6 +4,7 @@
     python -m scripts.gpu_check_worker train SPEC.json     # one Trainer run, every update timed
     python -m scripts.gpu_check_worker decode SPEC.json    # beam-4 decoding of a test set
     python -m scripts.gpu_check_worker compare A.pt B.pt OUT.json
+    python -m scripts.gpu_check_worker attention SPEC.json # attention on new shapes, per backend
 
 The driver (`gpu_check.py`) imports no torch: it starts these processes with a time cap each,
 so a hang, a crash or an out-of-memory error in one measurement cannot stop the others, and
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from scripts.gpu_check_probe import UpdateProfiler, attention_shapes
 from scripts.gpu_check_timing import TimedBatches
 from transformer.atomic import atomic_write_text
 
@@ -94,7 +96,7 @@ def train(spec_path: str) -> None:
 
     SPEC keys: `config`, `overrides`, `timings` (the JSONL of updates), `result` (the JSON
     written before training, with the model's size and the peak FLOP/s, and again at the end,
-    with the stop reason and peak GPU memory).
+    with the stop reason and peak GPU memory), optionally `profile` (UpdateProfiler's args).
     """
     from transformer.config import load_config
     from transformer.train.flops import device_peak_flops
@@ -106,7 +108,9 @@ def train(spec_path: str) -> None:
     started = time.perf_counter()
     trainer = Trainer(config, resume=False, log=print)
     setup_seconds = time.perf_counter() - started
-    timed = TimedBatches(trainer.batches, Path(spec["timings"]), trainer.config.model)
+    profile = spec.get("profile")  # {"first", "count", "out"}: see gpu_check_probe.py
+    profiler = profile and UpdateProfiler(**profile, device=trainer.device)
+    timed = TimedBatches(trainer.batches, Path(spec["timings"]), trainer.config.model, profiler)
     trainer.batches = timed  # the loop iterates `self.batches`; checkpoints keep the original
     cuda = trainer.device.type == "cuda"
     result = {
@@ -240,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run one worker command (see the module docstring); returns the exit status."""
     argv = sys.argv[1:] if argv is None else argv
     commands = {"versions": versions, "train": train, "decode": decode, "compare": compare}
+    commands["attention"] = attention_shapes
     if not argv or argv[0] not in commands:
         print(f"usage: gpu_check_worker {{{','.join(commands)}}} ARGS...", file=sys.stderr)
         return 2

@@ -28,6 +28,7 @@ STEPS = [
     "c_base_eager",
     "d_big_eager",
     "e_decode",
+    "g_attention_shapes",
     "c_base_compile",
     "d_big_compile",
 ]
@@ -100,6 +101,20 @@ def test_the_dry_run_times_training_and_decoding(dry_run):
     assert fp32["sentences_per_second"] > 0 and fp32["target_tokens"] > 0
     assert 0 <= fp32["outputs_at_max_length"] <= decoded["sentences"]
     assert "c_base_eager" in decoded["model"]
+
+
+@pytest.mark.slow
+def test_the_dry_run_profiles_updates_and_times_attention_on_new_shapes(dry_run):
+    steps = dry_run[1]["steps"]
+    for key in ("c_base_eager", "d_big_eager", "c_base_compile", "d_big_compile"):
+        profile = steps[key]["result"]["profile"]  # the window closed inside the run
+        assert profile["complete"] is True and profile["updates"] == 2, key
+        assert profile["wall_seconds_per_update"] > 0
+        assert profile["device_busy_share"] is None  # no device kernels on the CPU
+    attention = steps["g_attention_shapes"]["result"]
+    rows = attention["default"]  # the CPU offers the default backend only
+    assert [row["length"] for row in rows] == attention["settings"]["lengths"]
+    assert all(row["first_s"] > 0 and row["again_s"] > 0 for row in rows)
 
 
 @pytest.mark.slow
