@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -221,3 +222,46 @@ def test_arguments_that_would_check_nothing_are_refused(tmp_path, capsys, args, 
         gpu_check.main(argv)
     assert exit_.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "g.json").exists()
+
+
+def test_the_profile_counts_each_kernel_once(tmp_path):
+    """A kernel's time is on its own row and again as the self device time of the operator
+    that launched it (as torch.profiler's key_averages gives them): busy time = kernel rows."""
+    import torch
+
+    from scripts.gpu_check_probe import UpdateProfiler
+
+    def event(key, device_type, self_us, count=1):
+        return SimpleNamespace(
+            key=key, device_type=device_type, self_device_time_total=self_us, count=count
+        )
+
+    cuda, cpu = torch.autograd.DeviceType.CUDA, torch.autograd.DeviceType.CPU
+    rows = [
+        event("aten::mm", cpu, 600.0, 4),
+        event("gemm_kernel", cuda, 600.0, 4),
+        event("aten::add_", cpu, 200.0, 2),
+        event("add_kernel", cuda, 200.0, 2),
+        event("aten::view", cpu, 0.0, 9),
+    ]
+
+    class Profile:
+        def key_averages(self):
+            return _Averages(rows)
+
+    profiler = UpdateProfiler(first=3, count=2, out=str(tmp_path / "p"), device=torch.device("cpu"))
+    profiler._write(Profile(), wall=0.002, updates=2)
+    summary = json.loads((tmp_path / "p.json").read_text(encoding="utf-8"))
+    assert summary["device_busy_seconds_per_update"] == pytest.approx(400e-6)  # 800 us / 2
+    assert summary["device_busy_share"] == pytest.approx(0.4)
+    assert [row["name"] for row in summary["top_kernels"]] == ["gemm_kernel", "add_kernel"]
+    assert [row["name"] for row in summary["top_operators"]] == ["aten::mm", "aten::add_"]
+    assert summary["top_kernels"][0]["share_of_device_time"] == pytest.approx(0.75)
+    assert summary["top_kernels"][0]["calls_per_update"] == 2
+
+
+class _Averages(list):
+    """key_averages' result: a list of events with a `table` method."""
+
+    def table(self, **kwargs) -> str:
+        return "table"

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import torch
 
+from transformer.attention_backends import avoid_cudnn_attention
 from transformer.cpu.onednn import use_onednn
 from transformer.decode.alignment import check_layer
 from transformer.decode.batched import batches
@@ -87,6 +88,7 @@ class Translator:
 
     def __init__(self, model, tokenizer, device="cpu", config=None, linear_kernel="auto") -> None:
         self.device = resolve_device(device, what="device")
+        avoid_cudnn_attention(self.device)  # a new key length every step (attention_backends.py)
         models = as_models(model)
         check_vocabularies(models)
         flags = [use_onednn(linear_kernel, self.device, _precision(m)) for m in models]

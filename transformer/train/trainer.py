@@ -21,6 +21,7 @@ import time
 import torch
 from tqdm import tqdm
 
+from transformer.attention_backends import avoid_cudnn_attention
 from transformer.config import Config, config_to_dict
 from transformer.cpu.malloc import keep_freed_memory
 from transformer.cpu.onednn import swap_linear_layers, use_onednn
@@ -98,15 +99,14 @@ class Trainer:
             keep_freed_memory()  # glibc's malloc reuses freed tensors' pages (cpu/malloc.py)
         self.precision = resolve_precision(train.precision, self.device)
         allow_tf32(self.device)  # float32 products on CUDA's tensor cores (train/precision.py)
+        avoid_cudnn_attention(self.device)  # no per-shape plans (attention_backends.py)
         if train.deterministic:  # before the first matrix product (cuBLAS's workspace)
             use_deterministic_kernels(self.device)
         onednn = use_onednn(train.linear_kernel, self.device, self.precision, train.compile)
-        # A micro-batch holds at least one pair of the longest length (bos/eos included).
-        self.plan = train.batch_plan(world, longest=config.data.max_len + 1)
+        self.plan = train.batch_plan(world, longest=config.data.max_len + 1)  # + bos/eos
         self.update_freq = self.plan.update_freq
         self.run_dir = RunDirectory(train.output_dir)
-        # Rank 0 trains (or finds) the SentencePiece model and caches the data; the others wait
-        # for its files, not in a collective (train/run_data.py).
+        # Rank 0 prepares the data; the others wait for its files (train/run_data.py).
         self.prepared = prepared or prepare_run_data(config, self.context, self.log)
         self.tokenizer = self.prepared.tokenizer
         self.config = dataclasses.replace(
