@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from transformer.attention_backends import avoid_cudnn_attention
+from transformer.attention_backends import without_cudnn_attention
 from transformer.cpu.onednn import use_onednn
 from transformer.decode.alignment import check_layer
 from transformer.decode.batched import batches
@@ -88,7 +88,6 @@ class Translator:
 
     def __init__(self, model, tokenizer, device="cpu", config=None, linear_kernel="auto") -> None:
         self.device = resolve_device(device, what="device")
-        avoid_cudnn_attention(self.device)  # a new key length every step (attention_backends.py)
         models = as_models(model)
         check_vocabularies(models)
         flags = [use_onednn(linear_kernel, self.device, _precision(m)) for m in models]
@@ -250,7 +249,8 @@ class Translator:
             if not ids:
                 raise ValueError(f"sources[{index}] has no tokens: log P(Y | X) needs a source")
         tgt_ids = self.tokenizer.encode_target_batch(tgts)
-        scores = score_ids(self.models, src_ids, tgt_ids, request, self.onednn, self.device)
+        with without_cudnn_attention(self.device):
+            scores = score_ids(self.models, src_ids, tgt_ids, request, self.onednn, self.device)
         return scores[0] if single else scores
 
     def _check_nbest(self, request: Request, nbest: int) -> None:
@@ -287,7 +287,8 @@ class Translator:
                 if decode.sampling
                 else None
             )
-            found = search_batch(self.models, src, request, nbest, prefix, seeds)
+            with without_cudnn_attention(self.device):  # a new key length at every step
+                found = search_batch(self.models, src, request, nbest, prefix, seeds)
             src_ids = [todo[k][1] for k in group]
             aligned = align_batch(self.models, self.tokenizer, src, found, src_ids, layer)
             for k, hypotheses, pairs in zip(group, found, aligned, strict=True):
