@@ -14,12 +14,15 @@ its own time cap inside one overall budget; a failed step is recorded and the ne
                       (NCCL on a GPU, gloo on CPU) with train.deterministic: N updates in one
                       run; N/2, then a resume to N, in another: are the weights bitwise equal?
   (c) c_base_eager    the base model (configs/base.yaml), bf16, 25,000 tokens per update
+  (c) c_base_compile  the same with train.compile
   (d) d_big_eager     the big model (configs/big.yaml) the same way, fewer updates
   (e) e_decode        beam 4, alpha 0.6, of the 3003 newstest2014 sentences with the model of
                       (c): sentences/s, target tokens/s, output lengths, sacreBLEU
   (g) g_attention_shapes  attention (forward + backward) on shapes not seen before, per SDPA
                       backend: the cost of a new batch shape, the fastest backend
-  (c, d) c_base_compile, d_big_compile: (c) and (d) with train.compile (last: the slowest)
+  (d) d_big_compile   (d) with train.compile, last, in what the budget leaves (its compilation
+                      takes about two minutes on an H200; alone: `--steps d_big_compile
+                      --budget-s 260`)
 
 A training step reports steady-state target tokens/s, MFU (gpu_check_figures.py says how the
 FLOPs are counted), the share of the time spent waiting for a batch, peak GPU memory and the

@@ -27,10 +27,10 @@ STEPS = [
     "a_pytest_gpu",
     "b_resume",
     "c_base_eager",
+    "c_base_compile",
     "d_big_eager",
     "e_decode",
     "g_attention_shapes",
-    "c_base_compile",
     "d_big_compile",
 ]
 
