@@ -85,19 +85,22 @@ def one_line_error(capsys) -> str:
     return lines[-1]
 
 
-@pytest.mark.parametrize("kind", ["missing", "file", "empty directory"])
+@pytest.mark.parametrize("kind", ["missing", "file", "empty directory", "metrics directory"])
 def test_a_run_directory_that_is_not_one(tmp_path, capsys, kind):
     path = tmp_path / "run"
     if kind == "file":
         path.write_text("x")
     elif kind == "empty directory":
         path.mkdir()
+    elif kind == "metrics directory":
+        (path / "metrics.jsonl").mkdir(parents=True)
     assert main([str(path)]) == 1
     error = one_line_error(capsys)
     expected = {
         "missing": "no such run directory",
         "file": "is not a directory",
         "empty directory": "has no metrics.jsonl",
+        "metrics directory": "metrics.jsonl is not a file",
     }
     assert str(path) in error and expected[kind] in error
 

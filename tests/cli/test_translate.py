@@ -227,3 +227,27 @@ def test_the_progress_bar_goes_to_a_terminal_only(
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     assert main(argv) == 0  # the same output file again: replaced
     assert "3/3" in capsys.readouterr().err
+
+
+def test_running_out_of_memory_names_the_longest_line_of_the_chunk(
+    checkpoint, tmp_path, capsys, monkeypatch
+):
+    def generate(self, sentences, *args, **kwargs):
+        if any(len(s.split()) > 100 for s in sentences):  # what the CPU allocator raises
+            raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to ...")
+        return real_generate(self, sentences, *args, **kwargs)
+
+    real_generate = Translator.generate
+    monkeypatch.setattr(Translator, "generate", generate)
+    source, output = tmp_path / "input.en", tmp_path / "output.de"
+    source.write_text("a man.\n" + "a man " * 150 + "\nthe dog.\n", encoding="utf-8")
+    assert (
+        main(["--checkpoint", str(checkpoint), "--input", str(source), "--output", str(output)])
+        == 1
+    )
+    err = capsys.readouterr().err
+    error = err.splitlines()[-1]  # after the warning that line 2's output is capped
+    assert "Traceback" not in err
+    assert error.startswith("transformer-translate: error: out of memory translating lines 1-3; ")
+    assert "the longest is line 2 (300 words)" in error and "--max-tokens" in error
+    assert not output.exists()  # nothing half-written

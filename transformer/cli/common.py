@@ -96,7 +96,9 @@ def run(
     except RuntimeError as error:
         if not is_out_of_memory(error):
             raise  # a defect of ours: the traceback is what a bug report needs
-        print(f"{parser.prog}: error: out of memory: {one_line(str(error))}", file=sys.stderr)
+        text = one_line(str(error))  # a command's own message already says so
+        text = text if text.startswith("out of memory") else f"out of memory: {text}"
+        print(f"{parser.prog}: error: {text}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"{parser.prog}: interrupted", file=sys.stderr)

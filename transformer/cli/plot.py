@@ -71,6 +71,8 @@ def _plot(args: argparse.Namespace) -> None:
     if not run_dir.is_dir():
         raise ValueError(f"{run_dir} is not a directory; give a run directory (train.output_dir)")
     metrics = run_dir / "metrics.jsonl"
+    if metrics.exists() and not metrics.is_file():
+        raise ValueError(f"{metrics} is not a file (training writes its records there)")
     if not metrics.is_file():
         raise ValueError(
             f"{run_dir} has no metrics.jsonl (is it a run directory? training writes its first "

@@ -53,6 +53,7 @@ from transformer.cli.common import (
     check_output_path,
     checkpoint_file,
     device_option,
+    is_out_of_memory,
     one_line,
     run,
 )
@@ -194,9 +195,14 @@ def _chunk_translator(args, translator, decode: DecodeConfig, bar) -> Callable:
             parts = [line.split(args.prefix_separator, 1) for line in lines]
             lines, prefix = [p[0] for p in parts], [p[1] if len(p) > 1 else "" for p in parts]
         warn_capped_lines(PROG, translator, lines, settings, first + 1)
-        found = translator.generate(
-            lines, args.nbest, args.print_alignment, layer, first, prefix=prefix, **settings
-        )
+        try:
+            found = translator.generate(
+                lines, args.nbest, args.print_alignment, layer, first, prefix=prefix, **settings
+            )
+        except RuntimeError as error:
+            if not is_out_of_memory(error):
+                raise
+            raise RuntimeError(_out_of_memory(lines, first)) from error
         bar.update(len(lines))
         return [
             _output(args, first + i, translations, blank=not line.strip())
@@ -204,6 +210,18 @@ def _chunk_translator(args, translator, decode: DecodeConfig, bar) -> Callable:
         ]
 
     return work
+
+
+def _out_of_memory(lines: list[str], first: int) -> str:
+    """The one-line message for memory that ran out on the chunk `lines` (0-based `first`),
+    naming its longest line: usually the cause (attention memory grows with its square)."""
+    words = [len(line.split()) for line in lines]
+    longest = max(range(len(lines)), key=words.__getitem__)
+    return (
+        f"out of memory translating lines {first + 1}-{first + len(lines)}; the longest is line "
+        f"{first + longest + 1} ({words[longest]:,} words): split long lines, or lower "
+        "--max-tokens or --beam-size"
+    )
 
 
 def _output(args, index: int, translations: list, blank: bool) -> str:
