@@ -47,6 +47,7 @@ class UpdateProfiler:
     def __init__(self, first: int, count: int, out: str, device: torch.device) -> None:
         self.first, self.count, self.out, self.device = first, count, Path(out), device
         self.profile, self.started = None, 0.0
+        self.fetched = 0  # updates fetched so far (the index of the next one)
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
@@ -54,6 +55,7 @@ class UpdateProfiler:
 
     def at_update(self, index: int) -> None:
         """Start the profiler before update `first`; stop and write after the last one."""
+        self.fetched = index + 1
         if index == self.first:
             activities = [torch.profiler.ProfilerActivity.CPU]
             if self.device.type == "cuda":
@@ -67,18 +69,19 @@ class UpdateProfiler:
 
     def close(self, updates: int | None = None) -> None:
         """Stop and write, if profiling, after `updates` profiled updates (None: a run that
-        ended inside the window; its summary says `complete: false`). A profiler left running
-        at exit can crash the process."""
+        ended inside the window, after the updates fetched since `first`; its summary says
+        `complete: false`). A profiler left running at exit can crash the process."""
         if self.profile is None:
             return
         self._sync()
         wall = time.perf_counter() - self.started
         profile, self.profile = self.profile, None
         profile.__exit__(None, None, None)
-        self._write(profile, wall, updates)
+        updates = self.fetched - self.first if updates is None else updates
+        self._write(profile, wall, updates, complete=updates >= self.count)
 
-    def _write(self, profile, wall: float, updates: int | None) -> None:
-        complete, count = updates is not None, updates or self.count
+    def _write(self, profile, wall: float, count: int, complete: bool = True) -> None:
+        count = max(count, 1)  # a window closed before its first update: per-update = total
         averages = list(profile.key_averages())
         # Each kernel's time appears twice: on its own row (device type CUDA) and as the self
         # device time of the operator that launched it. The busy time counts kernel rows only.

@@ -250,7 +250,7 @@ def test_the_profile_counts_each_kernel_once(tmp_path):
             return _Averages(rows)
 
     profiler = UpdateProfiler(first=3, count=2, out=str(tmp_path / "p"), device=torch.device("cpu"))
-    profiler._write(Profile(), wall=0.002, updates=2)
+    profiler._write(Profile(), wall=0.002, count=2)
     summary = json.loads((tmp_path / "p.json").read_text(encoding="utf-8"))
     assert summary["device_busy_seconds_per_update"] == pytest.approx(400e-6)  # 800 us / 2
     assert summary["device_busy_share"] == pytest.approx(0.4)
@@ -258,6 +258,47 @@ def test_the_profile_counts_each_kernel_once(tmp_path):
     assert [row["name"] for row in summary["top_operators"]] == ["aten::mm", "aten::add_"]
     assert summary["top_kernels"][0]["share_of_device_time"] == pytest.approx(0.75)
     assert summary["top_kernels"][0]["calls_per_update"] == 2
+
+
+def test_a_profile_cut_short_divides_by_the_updates_it_saw(tmp_path, monkeypatch):
+    """A run that ends inside the window (2 of 5 planned updates) reports per-update figures
+    over the 2 updates profiled, marked incomplete; a run that ends after the window's last
+    update, or goes on past it, reports over all 5."""
+    import torch
+
+    from scripts import gpu_check_probe
+    from scripts.gpu_check_probe import UpdateProfiler
+
+    rows = [
+        SimpleNamespace(
+            key="k",
+            device_type=torch.autograd.DeviceType.CUDA,
+            self_device_time_total=1000.0,
+            count=2,
+        )
+    ]
+
+    class Profile:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc_info):
+            return None
+
+        def key_averages(self):
+            return _Averages(rows)
+
+    monkeypatch.setattr(gpu_check_probe.torch.profiler, "profile", lambda **kwargs: Profile())
+    cpu = torch.device("cpu")
+    for fetched, expected_updates, complete in ((5, 2, False), (8, 5, True), (9, 5, True)):
+        out = tmp_path / f"p{fetched}"
+        profiler = UpdateProfiler(first=3, count=5, out=str(out), device=cpu)
+        for index in range(fetched):
+            profiler.at_update(index)
+        profiler.close()
+        summary = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+        assert summary["updates"] == expected_updates and summary["complete"] is complete
+        assert summary["device_busy_seconds_per_update"] == pytest.approx(1e-3 / expected_updates)
 
 
 class _Averages(list):
