@@ -68,9 +68,10 @@ class UpdateProfiler:
             self.close(index - self.first)
 
     def close(self, updates: int | None = None) -> None:
-        """Stop and write, if profiling, after `updates` profiled updates (None: a run that
-        ended inside the window, after the updates fetched since `first`; its summary says
-        `complete: false`). A profiler left running at exit can crash the process."""
+        """Stop and write, if profiling, after `updates` profiled updates (None: the updates
+        fetched since `first`, for a run that ended inside the window; its summary says
+        `complete: false` if that is fewer than `count`). A profiler left running at exit can
+        crash the process."""
         if self.profile is None:
             return
         self._sync()
@@ -81,7 +82,6 @@ class UpdateProfiler:
         self._write(profile, wall, updates, complete=updates >= self.count)
 
     def _write(self, profile, wall: float, count: int, complete: bool = True) -> None:
-        count = max(count, 1)  # a window closed before its first update: per-update = total
         averages = list(profile.key_averages())
         # Each kernel's time appears twice: on its own row (device type CUDA) and as the self
         # device time of the operator that launched it. The busy time counts kernel rows only.
