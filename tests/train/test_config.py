@@ -13,6 +13,7 @@ def test_defaults_are_the_papers_recipe():
     assert train.adam_betas == (0.9, 0.98) and train.adam_eps == 1e-9
     assert train.warmup_steps == 4000 and train.label_smoothing == 0.1
     assert train.clip_norm is None and train.lr_schedule == "noam"
+    assert train.cooldown_fraction == 0  # the paper's runs end on the step^-0.5 decay
 
 
 @pytest.mark.parametrize(
@@ -26,6 +27,9 @@ def test_defaults_are_the_papers_recipe():
         ("train.keep_last=-1", "train.keep_last"),
         ("train.adam_eps=-1", "train.adam_eps"),
         ("train.weight_decay=-0.1", "train.weight_decay"),
+        ("train.cooldown_fraction=1.5", "train.cooldown_fraction"),
+        ("train.cooldown_fraction=-0.1", "train.cooldown_fraction"),
+        ("train.cooldown_fraction=.nan", "train.cooldown_fraction"),
         ("train.adam_betas=[0.9,2.0]", "train.adam_betas"),
         ("train.seed=-1", "train.seed"),
         ("train.seed=99999999999999999999999", "train.seed"),

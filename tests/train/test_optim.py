@@ -9,6 +9,7 @@ import torch
 
 from transformer.train.config import TrainConfig
 from transformer.train.optim import (
+    Cooldown,
     LRSchedule,
     build_lr_schedule,
     build_optimizer,
@@ -119,3 +120,53 @@ def test_inverse_sqrt_schedule_needs_peak_lr():
     )
     assert optimizer.param_groups[0]["lr"] == pytest.approx(1e-4)
     assert math.isclose(schedule.rate(40), 5e-4)
+
+
+def test_cooldown_factor_is_linear_over_the_last_part_of_a_step_budget():
+    cooldown = Cooldown(0.2, max_steps=100, max_seconds=None)
+    assert [cooldown.factor(n, None) for n in (0, 50, 79)] == [1.0, 1.0, 1.0]
+    assert cooldown.factor(80, None) == pytest.approx(1.0)  # where it starts
+    # 1 - spent over the fraction: (1 - 0.9) / 0.2 and (1 - 0.95) / 0.2.
+    assert cooldown.factor(90, None) == pytest.approx(0.5)
+    assert cooldown.factor(95, None) == pytest.approx(0.25)
+    assert cooldown.factor(100, None) == 0.0 and cooldown.factor(120, None) == 0.0
+    # The whole budget: falls from the first update on.
+    assert Cooldown(1.0, 100, None).factor(30, None) == pytest.approx(0.7)
+
+
+def test_cooldown_follows_whichever_budget_is_nearer_to_being_spent():
+    cooldown = Cooldown(0.5, max_steps=1000, max_seconds=600.0)
+    assert cooldown.factor(100, 450.0) == pytest.approx((1 - 450 / 600) / 0.5)  # time
+    assert cooldown.factor(900, 60.0) == pytest.approx((1 - 900 / 1000) / 0.5)  # steps
+    assert cooldown.factor(900, None) == pytest.approx(0.2)  # no clock given: steps only
+    assert cooldown.factor(10, 600.0) == 0.0
+
+
+def test_schedule_with_a_cooldown_is_the_rate_times_the_factor_after_each_update():
+    """noam x linear cooldown against the closed form, step by step: the rate of update n is
+    set after update n - 1, from the budget spent by then."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.0)
+    train = TrainConfig(warmup_steps=4, max_steps=10, cooldown_fraction=0.4, lr_scale=2.0)
+    schedule = build_lr_schedule(optimizer, train, d_model=64)
+    for n in range(1, 11):
+        factor = min(1.0, (1 - (n - 1) / 10) / 0.4)
+        expected = 2.0 * 64**-0.5 * min(n**-0.5, n * 4**-1.5) * factor
+        assert optimizer.param_groups[0]["lr"] == pytest.approx(expected, rel=1e-12), n
+        schedule.step()
+    assert schedule.lr == 0.0  # the budget is spent
+
+
+def test_a_time_budget_cooldown_reads_the_clock_it_is_given_and_round_trips():
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.0)
+    train = TrainConfig(
+        lr_schedule="inverse_sqrt", peak_lr=1.0, warmup_steps=1, max_minutes=10.0,
+        cooldown_fraction=0.5,
+    )  # fmt: skip
+    schedule = build_lr_schedule(optimizer, train, d_model=64)
+    schedule.step(elapsed_seconds=450.0)  # 3/4 of 600 s spent: factor (1 - 0.75) / 0.5
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(2**-0.5 * 0.5)
+    other = build_lr_schedule(optimizer, train, d_model=64)
+    other.load_state_dict(schedule.state_dict())
+    assert other.lr == schedule.lr and other.factor == 0.5
+    other.load_state_dict({"num_updates": 1})  # a checkpoint from before the cooldown existed
+    assert other.factor == 1.0 and other.lr == pytest.approx(2**-0.5)

@@ -142,3 +142,28 @@ def test_cpu_training_keeps_freed_memory_unless_told_not_to(tmp_path, tiny_run, 
     overrides = [*tiny_run.fast, f"train.output_dir={tmp_path}", "train.max_steps=1"]
     Trainer(tiny_run.load(overrides + [f"train.keep_freed_memory={str(keep).lower()}"]))
     assert calls == ([1] if keep else [])
+
+
+@pytest.mark.parametrize("clock", [None, 45.0])
+def test_a_cooldown_lowers_the_rate_over_the_end_of_the_budget(
+    tmp_path, tiny_run, monkeypatch, clock
+):
+    """The logged rates against noam x the linear factor of the budget spent: 4 steps of a
+    max_steps budget, or a clock stopped at 45 of the 60 seconds of `max_minutes` 1."""
+    from transformer.train.optim import noam_rate
+    from transformer.train.progress import TrainProgress
+
+    overrides = [*tiny_run.fast, f"train.output_dir={tmp_path}", "train.max_steps=4"]
+    overrides += ["train.cooldown_fraction=0.5"]
+    if clock is not None:
+        monkeypatch.setattr(TrainProgress, "elapsed", lambda self: clock)
+        overrides += ["train.max_minutes=1"]
+    config = tiny_run.load(overrides)
+    Trainer(config).train()
+    train, d_model = config.train, config.model.d_model
+    expected = []
+    for n in range(1, 5):
+        spent = (n - 1) / 4 if clock is None or n == 1 else max((n - 1) / 4, clock / 60)
+        rate = noam_rate(n, d_model, train.warmup_steps, train.lr_scale)
+        expected.append(rate * min(1.0, (1 - spent) / 0.5))
+    assert [r["lr"] for r in tiny_run.records(tmp_path)] == pytest.approx(expected, rel=1e-12)

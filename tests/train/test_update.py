@@ -236,3 +236,61 @@ def test_compiling_does_not_recompile_for_every_batch_shape(make_model, monkeypa
         assert step([batch], [False, False]).applied
     torch._dynamo.reset()
     assert len(shapes) == 16 and len(compiled) == 1
+
+
+def _update_with_a_clock(rank: int, world: int, port: int, results) -> None:
+    """One process of a gloo job: one update whose clock reads 10 s on rank 0 and 50 s on
+    rank 1; report the cooldown factor the schedule set."""
+    import os
+
+    from transformer.model.config import ModelConfig
+    from transformer.model.transformer import Transformer
+    from transformer.train.distributed import init_distributed, shutdown
+    from transformer.train.optim import Cooldown
+
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world),
+        RANK=str(rank), LOCAL_RANK=str(rank),
+    )  # fmt: skip
+    torch.set_num_threads(1)
+    context = init_distributed("cpu")
+    torch.manual_seed(0)
+    model = Transformer(
+        ModelConfig(vocab_size=30, d_model=8, d_ff=16, n_heads=2, n_encoder_layers=1,
+                    n_decoder_layers=1, dropout=0.0)
+    )  # fmt: skip
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    schedule = LRSchedule(optimizer, lambda step: 1.0, Cooldown(1.0, 10**6, 100.0))
+    step = UpdateStep(
+        model=model, optimizer=optimizer, schedule=schedule, scaler=grad_scaler("fp32", CPU),
+        context=context, precision="fp32", label_smoothing=EPSILON, pad_id=PAD, clip_norm=None,
+    )  # fmt: skip
+    step([MICRO_BATCHES[rank]], [False], lambda: 10.0 + 40.0 * rank)
+    results.put((rank, schedule.factor, optimizer.param_groups[0]["lr"]))
+    shutdown(context)
+
+
+def test_every_process_sets_the_rate_of_the_mean_clock():
+    """Processes read their clocks at slightly different times; a time-budget cooldown must
+    still set one rate on all of them (else the replicas drift apart): the mean, 30 s of 100."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    queue = mp.get_context("spawn").SimpleQueue()
+    mp.start_processes(_update_with_a_clock, args=(2, port, queue), nprocs=2, start_method="spawn")
+    results = sorted(queue.get() for _ in range(2))
+    assert [factor for _, factor, _ in results] == [pytest.approx(0.7)] * 2
+    assert results[0][1:] == results[1][1:]  # bit for bit the same
+
+
+def test_one_process_gives_its_clock_to_the_schedule(model):
+    step, schedule = update_step(model)
+    seen = []
+    schedule.step = lambda elapsed_seconds=None: seen.append(elapsed_seconds)
+    assert step(MICRO_BATCHES, [False], lambda: 12.5).applied
+    assert step(MICRO_BATCHES, [False]).applied  # no clock: the schedule counts steps only
+    assert seen == [12.5, None]

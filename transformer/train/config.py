@@ -62,6 +62,9 @@ class TrainConfig:
         lr_scale: Factor on the noam rate (1 in the paper).
         peak_lr: Peak rate of "inverse_sqrt".
         warmup_steps: Warm-up updates (4000 in the paper).
+        cooldown_fraction: Over the last this part of the run's budget (`max_minutes`, or
+            `max_steps`, whichever is nearer to being spent), the rate falls linearly to 0
+            (`transformer.train.optim.Cooldown`); 0 = off (the paper).
         adam_betas, adam_eps: Adam's (0.9, 0.98) and 1e-9 (section 5.3).
         weight_decay: Adam L2 weight decay (0 in the paper).
         label_smoothing: epsilon_ls (0.1, section 5.4).
@@ -120,6 +123,7 @@ class TrainConfig:
     lr_scale: float = 1.0
     peak_lr: float | None = None
     warmup_steps: int = 4000
+    cooldown_fraction: float = 0.0
     adam_betas: tuple[float, float] = (0.9, 0.98)
     adam_eps: float = 1e-9
     weight_decay: float = 0.0
@@ -212,6 +216,10 @@ class TrainConfig:
         if self.num_threads is not None and self.num_threads > MAX_NUM_THREADS:
             raise ValueError(
                 f"train.num_threads ({self.num_threads}) must be at most {MAX_NUM_THREADS}"
+            )
+        if not 0.0 <= self.cooldown_fraction <= 1.0:
+            raise ValueError(
+                f"train.cooldown_fraction ({self.cooldown_fraction}) must be in [0, 1]"
             )
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"train.label_smoothing ({self.label_smoothing}) must be in [0, 1)")

@@ -6,7 +6,9 @@ Adam with beta1 = 0.9, beta2 = 0.98, eps = 1e-9, and the learning rate
 
 with warmup_steps = 4000, where `step` is counted from 1 at the first update. Options: a
 constant factor `lr_scale` on that formula, and the fairseq-style "inverse_sqrt" schedule,
-which rises linearly from 0 to `peak_lr` over `warmup_steps` and then decays as step^-0.5.
+which rises linearly from 0 to `peak_lr` over `warmup_steps` and then decays as step^-0.5,
+and a linear cooldown to 0 over the last part of the run's budget (`Cooldown`), for runs that
+a wall-time or step budget ends long before the rate has decayed.
 """
 
 from __future__ import annotations
@@ -61,32 +63,86 @@ def inverse_sqrt_rate(step: int, peak_lr: float, warmup_steps: int) -> float:
     return peak_lr * math.sqrt(warmup_steps / step)
 
 
+class Cooldown:
+    """Linear cooldown: the rate's factor falls from 1 to 0 over the last `fraction` of the budget.
+
+    The "reciprocal square root with linear cooldown" of Zhai et al. (2022, "Scaling Vision
+    Transformers", section 3.5), studied as a cooldown of any schedule by Hagele et al. (2024,
+    "Scaling Laws and Compute-Optimal Training Beyond Fixed Training Durations"). Not in the
+    paper, whose runs end on the step^-0.5 decay. The budget is the run's limit: `max_steps`
+    updates, or `max_seconds` of training wall time, whichever is nearer to being spent (so a
+    run stopped by its time limit ends with a rate near 0, as one stopped by max_steps does).
+
+    Args:
+        fraction: Part of the budget the cooldown takes, in (0, 1].
+        max_steps: The run's last update (`train.max_steps`).
+        max_seconds: The run's wall-time limit (`train.max_minutes` * 60), or None.
+    """
+
+    def __init__(self, fraction: float, max_steps: int, max_seconds: float | None) -> None:
+        self.fraction, self.max_steps, self.max_seconds = fraction, max_steps, max_seconds
+
+    def factor(self, updates: int, elapsed_seconds: float | None) -> float:
+        """The rate's factor once `updates` updates are done and `elapsed_seconds` spent.
+
+        Args:
+            updates: Applied updates so far.
+            elapsed_seconds: Training wall time so far (every process must pass the same
+                value, so that every process sets the same rate); None: steps only.
+
+        Returns:
+            min(1, (1 - spent) / fraction), at least 0, where `spent` is the larger of
+            updates / max_steps and elapsed_seconds / max_seconds.
+        """
+        spent = updates / self.max_steps
+        if self.max_seconds is not None and elapsed_seconds is not None:
+            spent = max(spent, elapsed_seconds / self.max_seconds)
+        return min(1.0, max(0.0, (1.0 - spent) / self.fraction))
+
+
 class LRSchedule:
     """Sets the learning rate of every parameter group from a rate function of the update number.
 
     After construction the optimizer holds the rate of update 1; call `step()` after each
     applied `optimizer.step()` to move to the next update's rate. Skipped updates (non-finite
     loss, fp16 overflow) do not call `step()`, so the schedule counts applied updates only.
+    With a `cooldown`, the next rate is also multiplied by the cooldown's factor for the
+    budget spent so far (updates, and the wall time `step()` is given).
 
     Args:
         optimizer: The optimizer whose `lr` is set.
         rate: Maps an update number (1-based) to a learning rate.
+        cooldown: Linear cooldown over the end of the run's budget, or None (the paper).
     """
 
-    def __init__(self, optimizer: torch.optim.Optimizer, rate: Callable[[int], float]) -> None:
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        rate: Callable[[int], float],
+        cooldown: Cooldown | None = None,
+    ) -> None:
         self.optimizer = optimizer
         self.rate = rate
+        self.cooldown = cooldown
         self.num_updates = 0
+        self.factor = 1.0  # the cooldown's factor for the next update
         self._apply()
 
     @property
     def lr(self) -> float:
         """The rate the next update will use (update number `num_updates + 1`)."""
-        return self.rate(self.num_updates + 1)
+        return self.rate(self.num_updates + 1) * self.factor
 
-    def step(self) -> None:
-        """Record one applied update and set the rate for the next."""
+    def step(self, elapsed_seconds: float | None = None) -> None:
+        """Record one applied update and set the rate for the next.
+
+        Args:
+            elapsed_seconds: Training wall time so far, the same on every process (read by a
+                cooldown with a time budget only).
+        """
         self.num_updates += 1
+        if self.cooldown is not None:
+            self.factor = self.cooldown.factor(self.num_updates, elapsed_seconds)
         self._apply()
 
     def _apply(self) -> None:
@@ -95,12 +151,14 @@ class LRSchedule:
             group["lr"] = lr
 
     def state_dict(self) -> dict:
-        """Plain values only: {"num_updates": int}."""
-        return {"num_updates": self.num_updates}
+        """Plain values only: {"num_updates": int, "cooldown_factor": float}."""
+        return {"num_updates": self.num_updates, "cooldown_factor": self.factor}
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore the update counter (and the optimizer's current rate)."""
+        """Restore the update counter, the cooldown's factor (1 in checkpoints written before
+        it existed) and the optimizer's current rate."""
         self.num_updates = int(state["num_updates"])
+        self.factor = float(state.get("cooldown_factor", 1.0))
         self._apply()
 
 
@@ -131,11 +189,16 @@ def build_optimizer(model: torch.nn.Module, train: TrainConfig) -> torch.optim.A
 def build_lr_schedule(
     optimizer: torch.optim.Optimizer, train: TrainConfig, d_model: int
 ) -> LRSchedule:
-    """The configured schedule: "noam" (the paper's, times `lr_scale`) or "inverse_sqrt"."""
+    """The configured schedule: "noam" (the paper's, times `lr_scale`) or "inverse_sqrt", with
+    the linear cooldown of `train.cooldown_fraction` when it is above 0."""
     if train.lr_schedule == "noam":
         rate = partial(
             noam_rate, d_model=d_model, warmup_steps=train.warmup_steps, scale=train.lr_scale
         )
     else:  # "inverse_sqrt"; TrainConfig checked the name and that peak_lr is set
         rate = partial(inverse_sqrt_rate, peak_lr=train.peak_lr, warmup_steps=train.warmup_steps)
-    return LRSchedule(optimizer, rate)
+    cooldown = None
+    if train.cooldown_fraction > 0:
+        seconds = None if train.max_minutes is None else train.max_minutes * 60
+        cooldown = Cooldown(train.cooldown_fraction, train.max_steps, seconds)
+    return LRSchedule(optimizer, rate, cooldown)

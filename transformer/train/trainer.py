@@ -246,7 +246,7 @@ class Trainer:
             # The stop request is read after the backward passes: a Ctrl-C during them stops
             # after this update.
             requests = lambda up=time_up, due=save_due: [up, due, signals.requested]  # noqa: E731
-            result = self.update(micro_batches, requests)
+            result = self.update(micro_batches, requests, progress.elapsed)
             if result.applied:
                 state.step += 1
             time_up, save_due, interrupted = result.flags  # OR-ed over processes

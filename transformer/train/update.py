@@ -111,7 +111,10 @@ class UpdateStep:
         self.label_smoothing, self.pad_id, self.clip_norm = label_smoothing, pad_id, clip_norm
 
     def __call__(
-        self, micro_batches: list, flags: list[bool] | Callable[[], list[bool]]
+        self,
+        micro_batches: list,
+        flags: list[bool] | Callable[[], list[bool]],
+        elapsed: Callable[[], float] | None = None,
     ) -> UpdateResult:
         """Forward/backward `micro_batches`, then one optimizer step if the loss is finite.
 
@@ -120,6 +123,9 @@ class UpdateStep:
             flags: This process's requests (stop, save), OR-ed over processes in the result;
                 a callable is asked after the backward passes, so that a request made while
                 they ran (Ctrl-C) is part of this update.
+            elapsed: This process's training wall time in seconds, asked with `flags`; its
+                mean over processes (the same on each) goes to the schedule's `step()`, so
+                that a time-budget cooldown sets the same rate on every process.
 
         Returns:
             The update's `UpdateResult`; `applied` tells whether the optimizer stepped (and
@@ -148,12 +154,14 @@ class UpdateStep:
                 self.scaler.scale(out.loss * scale.to(out.loss.dtype)).backward()
             sums += torch.stack([out.loss.detach(), out.nll_loss]).double()
         flags = flags() if callable(flags) else flags
-        requests = self._on_device([float(f) for f in flags])
+        clock = [] if elapsed is None else [elapsed()]
+        requests = self._on_device([float(f) for f in flags] + clock)
         stats = all_reduce_sum(torch.cat([sums, requests]), self.context)
         # Not reduced: after DDP's averaging every process holds the same gradients.
         checks = self._unscale_and_clip()
         values = torch.cat([total, stats, checks]).tolist()  # the update's one host sync
         tokens, loss_sum, nll_sum, *flag_sums, grad_norm, overflow = values
+        seconds = flag_sums.pop() / self.context.world_size if clock else None
         result = UpdateResult(loss_sum, nll_sum, int(tokens), [f > 0 for f in flag_sums])
         if not result.finite:
             self.optimizer.zero_grad(set_to_none=True)
@@ -168,7 +176,7 @@ class UpdateStep:
         self.optimizer.zero_grad(set_to_none=True)
         result.applied = overflow == 0
         if result.applied:
-            self.schedule.step()
+            self.schedule.step(seconds)
         return result
 
     def _unscale_and_clip(self) -> torch.Tensor:
