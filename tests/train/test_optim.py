@@ -170,3 +170,11 @@ def test_a_time_budget_cooldown_reads_the_clock_it_is_given_and_round_trips():
     assert other.lr == schedule.lr and other.factor == 0.5
     other.load_state_dict({"num_updates": 1})  # a checkpoint from before the cooldown existed
     assert other.factor == 1.0 and other.lr == pytest.approx(2**-0.5)
+
+
+def test_a_schedule_without_cooldown_ignores_a_stored_factor():
+    """Resumed with `cooldown_fraction` 0 after a cooldown began: the plain rate again."""
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.0)
+    schedule = LRSchedule(optimizer, lambda step: 1.0 / step)
+    schedule.load_state_dict({"num_updates": 3, "cooldown_factor": 0.25})
+    assert schedule.factor == 1.0 and optimizer.param_groups[0]["lr"] == 0.25

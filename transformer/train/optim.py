@@ -156,9 +156,10 @@ class LRSchedule:
 
     def load_state_dict(self, state: dict) -> None:
         """Restore the update counter, the cooldown's factor (1 in checkpoints written before
-        it existed) and the optimizer's current rate."""
+        it existed, and when this schedule has no cooldown: a run resumed with the cooldown
+        switched off gets its whole rate back) and the optimizer's current rate."""
         self.num_updates = int(state["num_updates"])
-        self.factor = float(state.get("cooldown_factor", 1.0))
+        self.factor = 1.0 if self.cooldown is None else float(state.get("cooldown_factor", 1.0))
         self._apply()
 
 
