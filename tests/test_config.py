@@ -3,6 +3,7 @@ naming the key (each section's own checks: tests/<section>/test_config.py)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,20 @@ def test_overrides_are_parsed_as_yaml_and_type_checked():
     assert config.train.adam_eps == 1e-8  # YAML 1.1 reads 1e-8 as a string; accepted as float
     assert config.data.valid is None
     assert config.train.adam_betas == (0.9, 0.997)
+
+
+@pytest.mark.parametrize("spelled", ["inf", "Infinity", "+INF", ".inf"])
+def test_infinity_is_read_from_yaml_and_overrides_however_spelled(tmp_path, spelled):
+    path = tmp_path / "inf.yaml"
+    path.write_text(f"train:\n  max_minutes: {spelled}\n")
+    assert load_config(path).train.max_minutes == math.inf
+    overridden = config_from_dict({}, [f"train.max_minutes={spelled}"])
+    assert overridden.train.max_minutes == math.inf
+
+
+def test_nan_spelled_out_is_still_refused_for_a_number():
+    with pytest.raises(ValueError, match="train.max_minutes.*'nan'"):
+        config_from_dict({}, ["train.max_minutes=nan"])
 
 
 def test_unknown_key_lists_the_valid_keys_of_its_section():

@@ -52,6 +52,8 @@ class Config:
 RETIRED_KEYS = {"model": {"linear_kernel": "train.linear_kernel"}}
 
 _EXPONENT_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+# YAML spells infinity `.inf`; Python, the shell and most tools spell it `inf`.
+_INFINITY = re.compile(r"[-+]?(inf|infinity)", re.IGNORECASE)
 
 
 def _coerce(value: object, annotation: object, key: str) -> object:
@@ -82,8 +84,11 @@ def _coerce(value: object, annotation: object, key: str) -> object:
     if annotation is int and number and isinstance(value, int):
         return value
     # YAML 1.1 (PyYAML) reads exponent forms without a dot, such as 1e-9, as strings.
-    exponent = isinstance(value, str) and _EXPONENT_FLOAT.fullmatch(value.strip())
-    if annotation is float and (number or exponent):
+    # `inf` (YAML's `.inf`), in any case and with a sign, is read as infinity too.
+    spelled = isinstance(value, str) and (
+        _EXPONENT_FLOAT.fullmatch(value.strip()) or _INFINITY.fullmatch(value.strip())
+    )
+    if annotation is float and (number or spelled):
         return float(value)
     raise ValueError(
         f"config key {key}: expected {getattr(annotation, '__name__', annotation)}, "
