@@ -51,9 +51,8 @@ class Config:
 # loads (the key is dropped); a config file or override that uses one is told where it went.
 RETIRED_KEYS = {"model": {"linear_kernel": "train.linear_kernel"}}
 
-_EXPONENT_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
-# YAML spells infinity `.inf`; Python, the shell and most tools spell it `inf`.
-_INFINITY = re.compile(r"[-+]?(inf|infinity)", re.IGNORECASE)
+# Floats PyYAML reads as strings: exponents without a dot (1e-9), and `inf` (YAML's is `.inf`).
+_FLOAT_TEXT = re.compile(r"[-+]?((\d+\.?\d*|\.\d+)[eE][-+]?\d+|inf|infinity)", re.IGNORECASE)
 
 
 def _coerce(value: object, annotation: object, key: str) -> object:
@@ -83,11 +82,7 @@ def _coerce(value: object, annotation: object, key: str) -> object:
         return value
     if annotation is int and number and isinstance(value, int):
         return value
-    # YAML 1.1 (PyYAML) reads exponent forms without a dot, such as 1e-9, as strings.
-    # `inf` (YAML's `.inf`), in any case and with a sign, is read as infinity too.
-    spelled = isinstance(value, str) and (
-        _EXPONENT_FLOAT.fullmatch(value.strip()) or _INFINITY.fullmatch(value.strip())
-    )
+    spelled = isinstance(value, str) and _FLOAT_TEXT.fullmatch(value.strip())
     if annotation is float and (number or spelled):
         return float(value)
     raise ValueError(
