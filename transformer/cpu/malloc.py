@@ -21,8 +21,9 @@ Freed blocks then stay in the process, and the next step reuses their pages with
 The price: the process keeps the heap of its largest step (its resident memory does not shrink
 between steps) and the heap can fragment (PyTorch's `posix_memalign` asks for a little more
 than a freed block of the same size holds, so the heap grows for a few steps before it is
-reused). An explicit `malloc_trim` still gives free pages back: `BatchIterator` calls one after
-planning each epoch (`transformer.data.heap`). The same settings, for a whole process from its
+reused). An explicit `malloc_trim` would still give free pages back, and the next update would
+fault them in again, page by page: `transformer.data.heap` asks `freed_memory_kept()` and
+leaves a kept heap alone after planning an epoch. The same settings, for a whole process from its
 start: `MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=18446744073709551615`. Other C libraries
 (macOS, musl) are left alone. The trainer calls it for CPU training (`train.keep_freed_memory`).
 """
@@ -36,6 +37,9 @@ import functools
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
 M_MMAP_MAX = -4
+
+# Whether `keep_freed_memory()` took effect in this process (it holds for the process's life).
+_KEPT = {"freed_memory": False}
 
 
 @functools.lru_cache(maxsize=1)
@@ -66,4 +70,10 @@ def keep_freed_memory() -> bool:
     """
     never_mapped = mallopt(M_MMAP_MAX, 0)
     never_trimmed = mallopt(M_TRIM_THRESHOLD, -1)  # a size_t inside glibc: SIZE_MAX
+    _KEPT["freed_memory"] = _KEPT["freed_memory"] or (never_mapped and never_trimmed)
     return never_mapped and never_trimmed
+
+
+def freed_memory_kept() -> bool:
+    """Whether `keep_freed_memory()` took effect in this process (then nothing trims its heap)."""
+    return _KEPT["freed_memory"]

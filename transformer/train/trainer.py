@@ -25,6 +25,7 @@ from transformer.attention_backends import avoid_cudnn_attention
 from transformer.config import Config, config_to_dict
 from transformer.cpu.malloc import keep_freed_memory
 from transformer.cpu.onednn import swap_linear_layers, use_onednn
+from transformer.cpu.primitive_cache import keep_compiled_products
 from transformer.data.batching import BatchIterator
 from transformer.data.prepare import PreparedData
 from transformer.device import resolve_device
@@ -95,8 +96,10 @@ class Trainer:
         if train.num_threads:
             torch.set_num_threads(train.num_threads)
         torch.set_flush_denormal(train.flush_denormal)
-        if train.keep_freed_memory and self.device.type == "cpu":  # one process-wide switch
-            keep_freed_memory()  # glibc's malloc reuses freed tensors' pages (cpu/malloc.py)
+        if self.device.type == "cpu":  # process-wide, before the first product (transformer/cpu)
+            keep_compiled_products()  # oneDNN's code for every batch shape (cpu/primitive_cache.py)
+            if train.keep_freed_memory:
+                keep_freed_memory()  # glibc's malloc reuses freed tensors' pages (cpu/malloc.py)
         self.precision = resolve_precision(train.precision, self.device)
         allow_tf32(self.device)  # float32 products on CUDA's tensor cores (train/precision.py)
         avoid_cudnn_attention(self.device)  # no per-shape plans (attention_backends.py)
@@ -121,14 +124,8 @@ class Trainer:
         self.scaler = grad_scaler(self.precision, self.device)
         model = self.config.model
         ids = dict(pad_id=model.pad_id, bos_id=model.bos_id, eos_id=model.eos_id)
-        batches = BatchIterator(
-            self.prepared.train,
-            self.plan.max_tokens,
-            seed=train.seed,
-            rank=rank,
-            world_size=world,
-            **ids,
-        )
+        shard = dict(seed=train.seed, rank=rank, world_size=world)  # this process's batches
+        batches = BatchIterator(self.prepared.train, self.plan.max_tokens, **shard, **ids)
         if self.update_freq > len(batches):  # an update would hold the epoch, all in memory
             raise ValueError(
                 f"one update needs {self.update_freq} micro-batches per process, more than the "
