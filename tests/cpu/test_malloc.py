@@ -26,6 +26,7 @@ import json, resource, sys
 import torch
 from transformer.cpu import malloc
 keep, size, passes = sys.argv[1] == "keep", int(sys.argv[2]), int(sys.argv[3])
+kept_before = malloc.freed_memory_kept()
 applied = malloc.keep_freed_memory() if keep else None
 torch.ones(1)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -34,7 +35,8 @@ for _ in range(passes):
     tensor.fill_(1)  # touch every page
     del tensor
 faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-print(json.dumps({"applied": applied, "faults": faults}))
+kept = [kept_before, malloc.freed_memory_kept()]
+print(json.dumps({"applied": applied, "faults": faults, "kept": kept}))
 """
 
 
@@ -58,6 +60,7 @@ def test_freed_tensors_are_not_faulted_in_again():
     reference = faults_of("default", passes=passes)
     kept = faults_of("keep", passes=passes)
     assert kept["applied"] is True and reference["applied"] is None
+    assert kept["kept"] == [False, True] and reference["kept"] == [False, False]
     # As glibc starts: every pass maps the tensor anew and faults in all its pages.
     assert reference["faults"] >= 0.9 * passes * pages
     # Kept: the heap grows for the first passes (a freed block is one alignment pad too small
@@ -67,5 +70,7 @@ def test_freed_tensors_are_not_faulted_in_again():
 
 def test_another_c_library_is_left_alone(monkeypatch):
     monkeypatch.setattr(malloc, "_glibc", lambda: None)
+    monkeypatch.setitem(malloc._KEPT, "freed_memory", False)
     assert malloc.keep_freed_memory() is False
+    assert malloc.freed_memory_kept() is False  # nothing kept, so trimming stays allowed
     assert malloc.mallopt(malloc.M_MMAP_MAX, 0) is False

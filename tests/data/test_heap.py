@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 
+from transformer.data import heap
 from transformer.data.heap import release_free_memory
 
 
@@ -19,8 +20,15 @@ def anonymous_mib() -> float:
     raise AssertionError("no Anonymous line")
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc and /proc: Linux only")
-def test_freed_arrays_under_the_mmap_threshold_are_returned():
+linux_only = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="glibc and /proc: Linux only"
+)
+
+
+@linux_only
+def test_freed_arrays_under_the_mmap_threshold_are_returned(monkeypatch):
+    # Another test's Trainer may have kept this process's heap (cpu/malloc.py): not this case.
+    monkeypatch.setattr(heap, "freed_memory_kept", lambda: False)
     first = np.ones(200_000)
     del first  # freeing a 1.6 MB mapping raises malloc's mmap threshold above that size
     before = anonymous_mib()
@@ -32,4 +40,23 @@ def test_freed_arrays_under_the_mmap_threshold_are_returned():
     after = anonymous_mib()
     assert held - before > 300  # what malloc kept after the arrays were freed
     assert after < before + 50  # given back
+    assert keep.sum() == 200_000
+
+
+@linux_only
+def test_a_heap_kept_on_purpose_is_not_trimmed(monkeypatch):
+    """CPU training keeps freed memory for the next update (`transformer.cpu.malloc`): a trim
+    after each epoch plan would make that update fault every returned page in again."""
+    monkeypatch.setattr(heap, "freed_memory_kept", lambda: True)
+    first = np.ones(200_000)
+    del first
+    arrays = [np.ones(200_000) for _ in range(400)]  # as above: 640 MB from the heap
+    keep = arrays[-1]
+    del arrays
+    held = anonymous_mib()
+    assert release_free_memory() is False
+    assert anonymous_mib() > held - 50  # still in the process
+    monkeypatch.setattr(heap, "freed_memory_kept", lambda: False)
+    assert release_free_memory()  # the same heap, trimmed: the memory was there to give back
+    assert anonymous_mib() < held - 300
     assert keep.sum() == 200_000

@@ -144,6 +144,24 @@ def test_cpu_training_keeps_freed_memory_unless_told_not_to(tmp_path, tiny_run, 
     assert calls == ([1] if keep else [])
 
 
+def test_cpu_training_widens_onednns_cache_before_its_first_product(
+    tmp_path, tiny_run, monkeypatch
+):
+    """oneDNN reads its cache capacity when it builds its first primitive: `use_onednn` (which
+    may build one to probe the operator) and every product come after the setting."""
+    import transformer.train.trainer as trainer_module
+
+    calls = []
+    monkeypatch.setattr(trainer_module, "keep_compiled_products", lambda: calls.append("cache"))
+    probe = trainer_module.use_onednn
+    monkeypatch.setattr(
+        trainer_module, "use_onednn", lambda *a: calls.append("use_onednn") or probe(*a)
+    )
+    overrides = [*tiny_run.fast, f"train.output_dir={tmp_path}", "train.max_steps=1"]
+    Trainer(tiny_run.load(overrides))
+    assert calls == ["cache", "use_onednn"]
+
+
 @pytest.mark.parametrize("clock", [None, 45.0])
 def test_a_cooldown_lowers_the_rate_over_the_end_of_the_budget(
     tmp_path, tiny_run, monkeypatch, clock

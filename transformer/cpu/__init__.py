@@ -4,5 +4,7 @@
   is built) and weights reordered once per search for decoding.
 - `malloc.py`: glibc's malloc keeps the memory of freed tensors for the next training update
   instead of giving it back to the kernel (a setting of the process, for CPU training);
+- `primitive_cache.py`: oneDNN keeps the compiled matrix products of every batch shape of an
+  epoch instead of its last 1024 (a setting of the process, for CPU training);
 - `processes.py`: how many one-thread training processes a CPU job runs (`make demo`).
 """
