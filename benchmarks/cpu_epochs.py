@@ -1,7 +1,8 @@
 """The demo's training processes over several epochs: before and after two process settings.
 
-    python -m benchmarks.cpu_epochs [--config configs/multi30k.yaml] [--cores 2] [--rounds 2]
+    python benchmarks/cpu_epochs.py [--config configs/multi30k.yaml] [--cores 2] [--rounds 2]
         [--updates 300] [--settings before,no-trim,after]
+    python -m benchmarks.cpu_epochs [the same options]
 
 Each round trains `--updates` updates of the config the way `make demo` does on a CPU
 (`torch.distributed.run`, `--cores` processes of one thread each; the real training data, no
@@ -32,7 +33,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.cpu_processes import ROOT, logged_rate
+if __package__ in (None, ""):  # run as `python benchmarks/cpu_epochs.py`, not with -m:
+    # import from the repo root, and take benchmarks/ off sys.path (benchmarks/cpu_malloc.py)
+    _HERE = Path(__file__).resolve().parent
+    sys.path[:] = [str(_HERE.parent), *(p for p in sys.path if p != str(_HERE))]
+
+from benchmarks.cpu_processes import ROOT, logged_rate  # noqa: E402
 
 SETTINGS = ("before", "no-trim", "after")
 

@@ -12,6 +12,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 RUNNABLE = (
     "benchmark",
+    "cpu_epochs",
     "cpu_malloc",
     "cpu_processes",
     "cpu_step_time",
