@@ -29,6 +29,7 @@ linux_only = pytest.mark.skipif(
 def test_freed_arrays_under_the_mmap_threshold_are_returned(monkeypatch):
     # Another test's Trainer may have kept this process's heap (cpu/malloc.py): not this case.
     monkeypatch.setattr(heap, "freed_memory_kept", lambda: False)
+    release_free_memory()  # start from a trimmed heap: a kept one may hold GBs of free pages
     first = np.ones(200_000)
     del first  # freeing a 1.6 MB mapping raises malloc's mmap threshold above that size
     before = anonymous_mib()
@@ -47,6 +48,8 @@ def test_freed_arrays_under_the_mmap_threshold_are_returned(monkeypatch):
 def test_a_heap_kept_on_purpose_is_not_trimmed(monkeypatch):
     """CPU training keeps freed memory for the next update (`transformer.cpu.malloc`): a trim
     after each epoch plan would make that update fault every returned page in again."""
+    monkeypatch.setattr(heap, "freed_memory_kept", lambda: False)
+    release_free_memory()  # start from a trimmed heap, as above
     monkeypatch.setattr(heap, "freed_memory_kept", lambda: True)
     first = np.ones(200_000)
     del first
