@@ -38,7 +38,7 @@ if __package__ in (None, ""):  # run as `python benchmarks/cpu_epochs.py`, not w
     _HERE = Path(__file__).resolve().parent
     sys.path[:] = [str(_HERE.parent), *(p for p in sys.path if p != str(_HERE))]
 
-from benchmarks.cpu_processes import ROOT, logged_rate  # noqa: E402
+from benchmarks.cpu_processes import ROOT, logged_rate, run_overrides  # noqa: E402
 
 SETTINGS = ("before", "no-trim", "after")
 
@@ -54,15 +54,7 @@ sys.exit(main(sys.argv[1:]))
 
 def command(setting: str, cores: int, config: str, run_dir: Path, updates: int) -> list[str]:
     """The training command of one setting; "before" runs `TRIMMING_LAUNCHER` in `run_dir`."""
-    overrides = [
-        f"train.output_dir={run_dir}",
-        f"train.max_steps={updates}",
-        "train.max_minutes=null",
-        "train.log_interval_steps=25",
-        "train.validate_interval_steps=0",
-        "train.save_interval_steps=0",
-        "train.num_threads=1",
-    ]
+    overrides = [*run_overrides(run_dir, updates), "train.num_threads=1"]
     launcher = ["-m", "transformer.cli.train"]
     if setting == "before":
         launcher = [str(run_dir.parent / f"trimming_launcher_{run_dir.name}.py")]

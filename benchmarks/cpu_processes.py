@@ -34,9 +34,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = ("threads", "processes")
 
 
-def command(setting: str, cores: int, config: str, run_dir: Path, updates: int) -> list[str]:
-    """The training command of one setting (see the module doc)."""
-    overrides = [
+def run_overrides(run_dir: Path, updates: int) -> list[str]:
+    """A timed run's overrides: `updates` updates into `run_dir`, no validation or checkpoints."""
+    return [
         f"train.output_dir={run_dir}",
         f"train.max_steps={updates}",
         "train.max_minutes=null",
@@ -44,6 +44,11 @@ def command(setting: str, cores: int, config: str, run_dir: Path, updates: int) 
         "train.validate_interval_steps=0",
         "train.save_interval_steps=0",
     ]
+
+
+def command(setting: str, cores: int, config: str, run_dir: Path, updates: int) -> list[str]:
+    """The training command of one setting (see the module doc)."""
+    overrides = run_overrides(run_dir, updates)
     if setting == "threads":
         return [
             sys.executable, "-m", "transformer.cli.train", "--config", config,
