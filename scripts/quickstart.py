@@ -16,7 +16,7 @@ user gets from the CLI):
    process per core with one thread each, under torchrun (`transformer/cli/torchrun.py`,
    `transformer/cpu/processes.py`; `--processes N` to choose);
 3. `transformer-average --last N` over the run's last 5 and last 10 checkpoints;
-4. `transformer-evaluate` on the validation set with each average and beam 4 and 6 (alpha 2.0,
+4. `transformer-evaluate` on the validation set with each average and beam 4 and 6 (alpha 2.5,
    the config's), and on test_2016_flickr with the pair that scored best on validation
    (`scripts/validation_choice.py`; `--average-last 5 --beam-sizes 4` decodes as the paper);
 5. print a results table and write `results/multi30k_<src>-<tgt>.json`.

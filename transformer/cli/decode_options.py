@@ -35,7 +35,7 @@ def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     """
     group = parser.add_argument_group(
         "decoding (default: the decode section of the checkpoint's training config, e.g. "
-        "configs/multi30k.yaml's alpha 2.0; the values in parentheses are DecodeConfig's defaults)"
+        "configs/multi30k.yaml's alpha 2.5; the values in parentheses are DecodeConfig's defaults)"
     )
     group.add_argument("--beam-size", type=integer, help="beams per sentence (4, the paper's)")
     group.add_argument(
