@@ -50,6 +50,20 @@ def test_out_of_range_layer_norm_eps_in_a_config_names_the_key(override):
         config_from_dict({}, [override])
 
 
+@pytest.mark.parametrize(
+    "kwargs, named",
+    [
+        (dict(tgt_vocab_size=800), r"vocab_size \(37000, the default\)"),
+        (dict(vocab_size=900, tgt_vocab_size=800), r"vocab_size \(900\) but"),
+    ],
+)
+def test_a_target_size_with_shared_embeddings_says_whether_vocab_size_is_the_default(kwargs, named):
+    # A config that leaves vocab_size to training (configs/multi30k.yaml) and sets only
+    # tgt_vocab_size should not read as if the user had chosen 37000.
+    with pytest.raises(ValueError, match=named):
+        ModelConfig(**kwargs)
+
+
 def test_special_ids_must_fit_the_smaller_vocabulary():
     with pytest.raises(ValueError, match=r"eos_id \(3\) must be in \[0, 3\)"):
         ModelConfig(vocab_size=100, tgt_vocab_size=3, share_embeddings=False)

@@ -96,9 +96,12 @@ class ModelConfig:
             if self.tgt_vocab_size < 1:
                 raise ValueError(f"tgt_vocab_size ({self.tgt_vocab_size}) must be at least 1")
             if self.share_embeddings and self.tgt_vocab_size != self.vocab_size:
+                default = self.vocab_size == type(self).vocab_size  # the class attribute
                 raise ValueError(
                     f"tgt_vocab_size ({self.tgt_vocab_size}) differs from vocab_size "
-                    f"({self.vocab_size}) but share_embeddings is True; set "
+                    f"({self.vocab_size}{', the default' if default else ''}) but "
+                    "share_embeddings is True (one vocabulary for both sides); set only "
+                    "vocab_size (in training, data.vocab_size sets it), or "
                     "share_embeddings: false for separate vocabularies"
                 )
         ids = {n: getattr(self, n) for n in ("pad_id", "unk_id", "bos_id", "eos_id")}
