@@ -83,6 +83,30 @@ def test_fused_adam_follows_the_reference_adam_for_several_steps():
     assert (ours.weight - initial).abs().min() > 0  # every weight moved
 
 
+def test_decoupled_weight_decay_follows_torch_adamw():
+    torch.manual_seed(0)
+    ours, ref, l2 = (torch.nn.Linear(6, 5) for _ in range(3))
+    ref.load_state_dict(ours.state_dict())
+    l2.load_state_dict(ours.state_dict())
+    train = TrainConfig(weight_decay=0.1, decoupled_weight_decay=True)
+    optimizer = build_optimizer(ours, train)
+    reference = torch.optim.AdamW(
+        ref.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.1, foreach=False
+    )
+    coupled = build_optimizer(l2, TrainConfig(weight_decay=0.1))
+    for step in range(1, 6):
+        x = torch.randn(4, 6)
+        for layer, opt in ((ours, optimizer), (ref, reference), (l2, coupled)):
+            opt.param_groups[0]["lr"] = noam_rate(step, 512, 4)
+            opt.zero_grad()
+            layer(x).pow(2).sum().backward()
+            opt.step()
+    for a, b in zip(ours.parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+    # The L2 form is a different update: the flag is not ignored.
+    assert not torch.allclose(ours.weight, l2.weight, rtol=1e-4, atol=1e-6)
+
+
 def test_first_update_uses_the_rate_of_step_one():
     """Adam's first step moves each weight by lr * g / (|g| + eps) ~ lr: the rate of step 1."""
     torch.manual_seed(0)

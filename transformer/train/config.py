@@ -66,7 +66,10 @@ class TrainConfig:
             `max_steps`, whichever is nearer to being spent), the rate falls linearly to 0
             (`transformer.train.optim.Cooldown`); 0 = off (the paper).
         adam_betas, adam_eps: Adam's (0.9, 0.98) and 1e-9 (section 5.3).
-        weight_decay: Adam L2 weight decay (0 in the paper).
+        weight_decay: Adam weight decay (0 in the paper): the L2 form (added to the gradient),
+            or with `decoupled_weight_decay` AdamW's (Loshchilov and Hutter, 2019).
+        decoupled_weight_decay: Decay the weights directly, by lr x weight_decay per update
+            (`torch.optim.AdamW`), instead of through Adam's gradient.
         label_smoothing: epsilon_ls (0.1, section 5.4).
         clip_norm: Clip the gradient norm to this; null = no clipping (the paper).
         precision: "auto" (bf16 autocast on GPUs with native bf16, fp16 on older GPUs, fp32
@@ -127,6 +130,7 @@ class TrainConfig:
     adam_betas: tuple[float, float] = (0.9, 0.98)
     adam_eps: float = 1e-9
     weight_decay: float = 0.0
+    decoupled_weight_decay: bool = False
     label_smoothing: float = 0.1
     clip_norm: float | None = None
     precision: str = "auto"

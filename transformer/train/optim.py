@@ -167,7 +167,9 @@ def build_optimizer(model: torch.nn.Module, train: TrainConfig) -> torch.optim.A
     """Adam with the paper's betas (0.9, 0.98) and eps 1e-9 (section 5.3), or the configured ones.
 
     Tied parameters (shared embeddings) appear once in `model.parameters()`, so they get one
-    Adam state. `weight_decay` (0 in the paper) uses Adam's L2 form. Parameters on CPU or CUDA
+    Adam state. `weight_decay` (0 in the paper) uses Adam's L2 form, or AdamW's decoupled form
+    with `decoupled_weight_decay` (PyTorch's Adam flag: the same update as
+    `torch.optim.AdamW`). Parameters on CPU or CUDA
     use PyTorch's fused Adam (`fused=True`: the same update in one kernel per parameter group,
     faster than the default multi-tensor loop, see BENCHMARKS.md; Hugging Face's Trainer also
     defaults to it with torch >= 2.8).
@@ -183,6 +185,7 @@ def build_optimizer(model: torch.nn.Module, train: TrainConfig) -> torch.optim.A
         betas=tuple(train.adam_betas),
         eps=train.adam_eps,
         weight_decay=train.weight_decay,
+        decoupled_weight_decay=train.decoupled_weight_decay,
         fused=fused or None,
     )
 
