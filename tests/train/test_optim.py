@@ -61,6 +61,17 @@ def test_optimizer_is_adam_with_the_paper_settings():
     assert group["fused"] is True  # CPU parameters: PyTorch's fused Adam
 
 
+def _step_together(pairs, steps: int = 5) -> None:
+    """Run `steps` updates of each (layer, optimizer) pair on the same inputs and noam rates."""
+    for step in range(1, steps + 1):
+        x = torch.randn(4, 6)
+        for layer, opt in pairs:
+            opt.param_groups[0]["lr"] = noam_rate(step, 512, 4)
+            opt.zero_grad()
+            layer(x).pow(2).sum().backward()
+            opt.step()
+
+
 def test_fused_adam_follows_the_reference_adam_for_several_steps():
     torch.manual_seed(0)
     ours, ref = torch.nn.Linear(6, 5), torch.nn.Linear(6, 5)
@@ -71,13 +82,7 @@ def test_fused_adam_follows_the_reference_adam_for_several_steps():
     reference = torch.optim.Adam(
         ref.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.01, foreach=False
     )
-    for step in range(1, 6):
-        x = torch.randn(4, 6)
-        for layer, opt in ((ours, optimizer), (ref, reference)):
-            opt.param_groups[0]["lr"] = noam_rate(step, 512, 4)
-            opt.zero_grad()
-            layer(x).pow(2).sum().backward()
-            opt.step()
+    _step_together([(ours, optimizer), (ref, reference)])
     for a, b in zip(ours.parameters(), ref.parameters(), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
     assert (ours.weight - initial).abs().min() > 0  # every weight moved
@@ -94,13 +99,7 @@ def test_decoupled_weight_decay_follows_torch_adamw():
         ref.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.1, foreach=False
     )
     coupled = build_optimizer(l2, TrainConfig(weight_decay=0.1))
-    for step in range(1, 6):
-        x = torch.randn(4, 6)
-        for layer, opt in ((ours, optimizer), (ref, reference), (l2, coupled)):
-            opt.param_groups[0]["lr"] = noam_rate(step, 512, 4)
-            opt.zero_grad()
-            layer(x).pow(2).sum().backward()
-            opt.step()
+    _step_together([(ours, optimizer), (ref, reference), (l2, coupled)])
     for a, b in zip(ours.parameters(), ref.parameters(), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
     # The L2 form is a different update: the flag is not ignored.
