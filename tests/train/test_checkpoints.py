@@ -41,9 +41,9 @@ TIED_COPIES_THAT_DIFFER = [
 ]
 
 
-def _components(model):
+def _components(model, train: TrainConfig | None = None):
     """Optimizer, schedule, scaler and batch iterator of a run training `model`."""
-    train = TrainConfig(warmup_steps=10)
+    train = train or TrainConfig(warmup_steps=10)
     optimizer = build_optimizer(model, train)
     schedule = build_lr_schedule(optimizer, train, model.config.d_model)
     rng = np.random.default_rng(0)
@@ -138,6 +138,52 @@ def test_resuming_on_a_gpu_reads_the_checkpoint_to_the_cpu(
     assert training.resume(log=print) == TrainState(step=4)
     assert places == ["cpu"]
     torch.testing.assert_close(fresh.state_dict(), model.state_dict(), rtol=0, atol=0)
+
+
+def test_a_run_resumed_with_other_adam_settings_uses_them_and_says_so(
+    tmp_path, make_model, tiny_tokenizer
+):
+    """Saved with weight decay 0, resumed with `train.weight_decay: 0.1` in AdamW's form: the
+    optimizer holds the configured settings (not the saved ones, as `load_state_dict` alone
+    would leave it) and the saved moments, and the log names each changed key once."""
+    model = make_model(tiny_tokenizer.vocab_size, dropout=0.0)
+    optimizer, schedule, scaler, batches = _components(model)
+    batch = next(iter(batches))
+    model(batch.src, batch.tgt_in).logsumexp(-1).mean().backward()
+    optimizer.step()
+    config = Config(model=model.config)
+    checkpoint = training_checkpoint(
+        model=model,
+        config=config,
+        tokenizer=tiny_tokenizer,
+        optimizer=optimizer,
+        schedule=schedule,
+        scaler=scaler,
+        batches=batches,
+        rng=[capture_rng_state()],
+        state=TrainState(step=1),
+        precision="fp32",
+    )
+    run_dir = RunDirectory(tmp_path)
+    save_checkpoint(checkpoint, run_dir.last_path)
+    train = TrainConfig(warmup_steps=10, weight_decay=0.1, decoupled_weight_decay=True)
+    fresh = make_model(tiny_tokenizer.vocab_size, seed=1, dropout=0.0)
+    components = _components(fresh, train)
+    training = TrainingCheckpoints(
+        run_dir, DistributedContext(), config, tiny_tokenizer, "fp32", fresh, *components
+    )
+    lines = []
+    assert training.resume(log=lines.append) == TrainState(step=1)
+    group = components[0].param_groups[0]
+    assert (group["weight_decay"], group["decoupled_weight_decay"]) == (0.1, True)
+    assert lines == [
+        f"{run_dir.last_path}: train.weight_decay: 0.0 in the checkpoint, 0.1 now "
+        "(the configured value applies from here on)",
+        f"{run_dir.last_path}: train.decoupled_weight_decay: False in the checkpoint, True now "
+        "(the configured value applies from here on)",
+    ]
+    saved, resumed = optimizer.state_dict()["state"], components[0].state_dict()["state"]
+    torch.testing.assert_close(resumed, saved, rtol=0, atol=0)
 
 
 def test_optimizer_state_from_the_cpu_follows_the_parameters_device():

@@ -13,7 +13,9 @@ from transformer.train.optim import (
     LRSchedule,
     build_lr_schedule,
     build_optimizer,
+    changed_settings,
     inverse_sqrt_rate,
+    load_optimizer_state,
     noam_rate,
 )
 
@@ -104,6 +106,60 @@ def test_decoupled_weight_decay_follows_torch_adamw():
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
     # The L2 form is a different update: the flag is not ignored.
     assert not torch.allclose(ours.weight, l2.weight, rtol=1e-4, atol=1e-6)
+
+
+def test_a_loaded_state_keeps_the_configured_settings_and_the_saved_moments():
+    """Three updates of plain Adam, then a resume configured with AdamW's weight decay and
+    other betas and eps: the next update is AdamW's closed form (Loshchilov and Hutter, 2019,
+    algorithm 2) with the saved moments and step count and the new settings. torch's
+    `load_state_dict` alone would bring back weight decay 0 and the old betas and eps."""
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(6, 5)
+    first = build_optimizer(layer, TrainConfig())
+    _step_together([(layer, first)], steps=3)
+    saved = first.state_dict()
+    moments = {key: value.clone() for key, value in saved["state"][0].items()}  # the weight's
+    train = TrainConfig(
+        weight_decay=0.1, decoupled_weight_decay=True, adam_betas=(0.8, 0.95), adam_eps=1e-6
+    )
+    optimizer = build_optimizer(layer, train)
+    load_optimizer_state(optimizer, saved)
+    group = optimizer.param_groups[0]
+    assert (tuple(group["betas"]), group["eps"]) == ((0.8, 0.95), 1e-6)
+    assert (group["weight_decay"], group["decoupled_weight_decay"]) == (0.1, True)
+    before, lr = layer.weight.detach().clone(), 1e-2
+    group["lr"] = lr
+    optimizer.zero_grad()
+    layer(torch.randn(4, 6)).pow(2).sum().backward()
+    grad = layer.weight.grad.clone()
+    optimizer.step()
+    m = 0.8 * moments["exp_avg"] + 0.2 * grad
+    v = 0.95 * moments["exp_avg_sq"] + 0.05 * grad**2
+    step = int(moments["step"]) + 1
+    assert step == 4
+    m_hat, v_hat = m / (1 - 0.8**step), v / (1 - 0.95**step)
+    expected = before * (1 - lr * 0.1) - lr * m_hat / (v_hat.sqrt() + 1e-6)
+    torch.testing.assert_close(layer.weight.detach(), expected, rtol=1e-5, atol=1e-7)
+
+
+def test_changed_settings_names_the_config_keys_whose_values_differ():
+    layer = torch.nn.Linear(3, 2)
+    saved = build_optimizer(layer, TrainConfig()).state_dict()
+    assert changed_settings(build_optimizer(layer, TrainConfig(lr_scale=2.0)), saved) == []
+    train = TrainConfig(weight_decay=0.1, decoupled_weight_decay=True, adam_betas=(0.9, 0.999))
+    now = build_optimizer(layer, train)
+    assert changed_settings(now, saved) == [
+        "train.adam_betas: [0.9, 0.98] in the checkpoint, [0.9, 0.999] now",
+        "train.weight_decay: 0.0 in the checkpoint, 0.1 now",
+        "train.decoupled_weight_decay: False in the checkpoint, True now",
+    ]
+    # A state saved before torch's Adam had the flag: it was L2 weight decay (False).
+    del saved["param_groups"][0]["decoupled_weight_decay"]
+    assert changed_settings(now, saved)[-1] == (
+        "train.decoupled_weight_decay: False in the checkpoint, True now"
+    )
+    same = build_optimizer(layer, TrainConfig())
+    assert changed_settings(same, saved) == []
 
 
 def test_first_update_uses_the_rate_of_step_one():

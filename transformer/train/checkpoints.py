@@ -29,7 +29,7 @@ from transformer.data.tokenizer import Tokenizer
 from transformer.train.batch_changes import resume_position
 from transformer.train.distributed import DistributedContext, all_gather_object
 from transformer.train.metrics_log import MetricsLog
-from transformer.train.optim import LRSchedule
+from transformer.train.optim import LRSchedule, changed_settings, load_optimizer_state
 from transformer.train.prefetch import Prefetcher
 from transformer.train.run_directory import RunDirectory
 from transformer.train.state import (
@@ -93,7 +93,7 @@ def restore_training_checkpoint(
     scaler: torch.amp.GradScaler,
     batches,
 ) -> TrainState:
-    """Load a `training_checkpoint` dict into freshly built components (RNG states excepted).
+    """Load a `training_checkpoint` into fresh components (not RNG states; Adam's settings stay).
 
     Returns:
         The saved `TrainState`.
@@ -119,7 +119,7 @@ def restore_training_checkpoint(
             f"{path} does not fit the configured model ({_difference(checkpoint, model)}); "
             "use --no-resume or another train.output_dir"
         ) from error
-    optimizer.load_state_dict(checkpoint["optimizer"])
+    load_optimizer_state(optimizer, checkpoint["optimizer"])
     schedule.load_state_dict(checkpoint["lr_scheduler"])
     if scaler.is_enabled() and checkpoint["scaler"]:
         scaler.load_state_dict(checkpoint["scaler"])
@@ -210,8 +210,7 @@ class TrainingCheckpoints:
         return TrainState()
 
     def _set_aside_previous_run(self, log: Callable[[str], None]) -> None:
-        """Move an earlier run's checkpoints, metrics.jsonl and tensorboard/ into
-        `previous-<UTC time>/`.
+        """Move an earlier run's checkpoints, metrics.jsonl and tensorboard/ to previous-<time>/.
 
         A fresh start must not leave them beside the new ones: `keep_last` pruning and
         `transformer-average --last N` would mix the two runs. Nothing is deleted.
@@ -234,8 +233,8 @@ class TrainingCheckpoints:
 
         Args:
             log: Receives a warning when the job has another number of processes than the
-                one that wrote the checkpoint (RNG states are re-seeded), and when the
-                batches are cut differently (train/batch_changes.py: the next epoch starts).
+                one that wrote the checkpoint (RNG states are re-seeded), when the batches are
+                cut differently (train/batch_changes.py), and per changed Adam setting.
 
         Returns:
             The saved progress counters.
@@ -270,6 +269,8 @@ class TrainingCheckpoints:
             scaler=self.scaler,
             batches=self.batches,
         )
+        for change in changed_settings(self.optimizer, checkpoint["optimizer"]):
+            log(f"{path}: {change} (the configured value applies from here on)")
         rng = checkpoint["rng"]
         if len(rng) == world:
             restore_rng_state(rng[self.context.rank], self.context.device)

@@ -206,3 +206,60 @@ def build_lr_schedule(
         seconds = None if train.max_minutes is None else train.max_minutes * 60
         cooldown = Cooldown(train.cooldown_fraction, train.max_steps, seconds)
     return LRSchedule(optimizer, rate, cooldown)
+
+
+# Adam's settings that the config sets, by the key of the config that sets them.
+CONFIGURED_SETTINGS = {
+    "betas": "train.adam_betas",
+    "eps": "train.adam_eps",
+    "weight_decay": "train.weight_decay",
+    "decoupled_weight_decay": "train.decoupled_weight_decay",
+}
+
+
+def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict) -> None:
+    """Load a saved optimizer state (Adam's moments and step counts) but keep this run's settings.
+
+    torch's `Optimizer.load_state_dict` also brings back each parameter group's saved settings,
+    so a run resumed with another `train.weight_decay` would go on with the old one unseen.
+    As with the rate (which the schedule sets again from the config), the config's betas, eps
+    and weight decay apply from the first resumed update on; fairseq's `--optimizer-overrides`
+    does the same for the settings it is given. `changed_settings` says which ones changed.
+
+    Args:
+        optimizer: An optimizer built from this run's config (`build_optimizer`).
+        state: `optimizer.state_dict()` of the saved run.
+    """
+    configured = [
+        {key: value for key, value in group.items() if key not in ("params", "lr")}
+        for group in optimizer.param_groups
+    ]
+    optimizer.load_state_dict(state)
+    for group, ours in zip(optimizer.param_groups, configured, strict=True):
+        group.update(ours)
+
+
+def changed_settings(optimizer: torch.optim.Optimizer, state: dict) -> list[str]:
+    """The configured Adam settings of `optimizer` that differ from those saved in `state`.
+
+    Args:
+        optimizer: An optimizer built from this run's config (`build_optimizer`).
+        state: `optimizer.state_dict()` of the saved run.
+
+    Returns:
+        One line per setting, e.g. "train.weight_decay: 0.0 in the checkpoint, 0.1 now".
+        A setting that the saved state lacks (written by an older torch) counts as torch's
+        default: False for `decoupled_weight_decay`.
+    """
+    changes = {}
+    for group, saved in zip(optimizer.param_groups, state["param_groups"], strict=True):
+        for key, name in CONFIGURED_SETTINGS.items():
+            before, now = _plain(saved.get(key, False)), _plain(group[key])
+            if before != now:
+                changes[name] = f"{name}: {before} in the checkpoint, {now} now"
+    return list(changes.values())
+
+
+def _plain(value):
+    """A setting as the config writes it (betas are a tuple in Adam, a list in YAML)."""
+    return list(value) if isinstance(value, list | tuple) else value
