@@ -125,6 +125,38 @@ def test_restoring_a_position_yields_the_same_next_batch():
         assert torch.equal(batch.src, want.src) and torch.equal(batch.tgt_out, want.tgt_out)
 
 
+class Resegmented(ParallelDataset):
+    """A dataset whose pairs of epoch e are those of `make_dataset(seed=e)`: other lengths and
+    ids each epoch, as BPE-dropout gives (data/bpe_dropout.py)."""
+
+    def for_epoch(self, epoch: int, seed: int) -> ParallelDataset:
+        return make_dataset(300, seed=100 * seed + epoch)
+
+
+def test_each_epochs_batches_are_cut_from_and_filled_with_that_epochs_pairs():
+    base = make_dataset(300)
+    data = Resegmented(
+        base.src_tokens, base.src_offsets, base.tgt_tokens, base.tgt_offsets, base.line_numbers
+    )
+    iterator = BatchIterator(data, 200, seed=4)
+    for epoch in (1, 2, 3):
+        pairs = data.for_epoch(epoch, 4)
+        batches = all_batches(iterator, epoch)
+        assert [b.indices.tolist() for b in batches] == [
+            b.indices.tolist() for b in all_batches(BatchIterator(pairs, 200, seed=4), epoch)
+        ]
+        for batch in batches:
+            for row, index in enumerate(batch.indices):
+                src = torch.from_numpy(pairs[int(index)][0].astype(np.int64))
+                assert torch.equal(batch.src[row, : len(src)], src)
+    # Resumed in the middle of epoch 2: the same next batch as the uninterrupted iterator.
+    resumed = BatchIterator(data, 200, seed=4)
+    resumed.load_state_dict({"epoch": 2, "index": 3})
+    expected = all_batches(iterator, 2)[3]
+    got = next(iter(resumed))
+    assert torch.equal(got.src, expected.src) and torch.equal(got.tgt_out, expected.tgt_out)
+
+
 def test_position_rolls_over_at_epoch_end():
     data = make_dataset(300)
     iterator = BatchIterator(data, 400, seed=1)

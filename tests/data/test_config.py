@@ -41,6 +41,13 @@ def test_the_smallest_vocabulary_holds_the_four_special_tokens_and_a_character()
         (dict(max_len_ratio=0.5), r"^data\.max_len_ratio \(0\.5\) must be a finite number >= 1"),
         (dict(max_len_ratio=float("nan")), r"^data\.max_len_ratio \(nan\) must be a finite number"),
         (dict(max_len_ratio=float("inf")), r"^data\.max_len_ratio \(inf\) must be a finite number"),
+        (dict(bpe_dropout=1.0), r"^data\.bpe_dropout \(1\.0\) must be in \[0, 1\)"),
+        (dict(bpe_dropout=-0.1), r"^data\.bpe_dropout \(-0\.1\) must be in \[0, 1\)"),
+        (dict(bpe_dropout=float("nan")), r"^data\.bpe_dropout \(nan\) must be in"),
+        (
+            dict(bpe_dropout=0.1, spm_model_type="unigram"),
+            r"^data\.bpe_dropout \(0\.1\) needs data\.spm_model_type: bpe \(not 'unigram'\)",
+        ),
     ],
 )
 def test_bad_values_name_the_field_and_the_value(kwargs, message):
@@ -51,3 +58,9 @@ def test_bad_values_name_the_field_and_the_value(kwargs, message):
 @pytest.mark.parametrize("ratio", [None, 1, 1.0, 1.5, 1e300])
 def test_a_finite_length_ratio_of_at_least_one_or_null_is_kept(ratio):
     assert DataConfig(max_len_ratio=ratio).max_len_ratio == ratio
+
+
+@pytest.mark.parametrize("p", [0.0, 0.1, 0.999])
+def test_a_bpe_dropout_in_zero_to_one_is_kept(p):
+    assert DataConfig(bpe_dropout=p).bpe_dropout == p
+    assert DataConfig().bpe_dropout == 0.0  # off: the paper

@@ -68,6 +68,11 @@ def test_select_shares_the_token_arrays_and_selects_again():
     assert second.tgt_lengths.tolist() == [len(pairs[j][1]) for j in range(0, 30, 6)]
 
 
+def test_a_plain_dataset_is_the_same_every_epoch():
+    data = dataset_of(random_pairs(5, 10))
+    assert data.for_epoch(1, 1) is data and data.for_epoch(7, 3) is data
+
+
 @pytest.mark.parametrize("max_len, max_len_ratio", [(8, None), (5, None), (9, 1.5), (8, 2.0)])
 def test_filter_drops_exactly_what_the_rules_say_and_counts_each_pair_once(max_len, max_len_ratio):
     pairs = random_pairs(3, 300)

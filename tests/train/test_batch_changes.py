@@ -40,6 +40,7 @@ def test_the_same_batching_keeps_the_saved_position():
         ("train", "seed", 9),
         ("data", "max_len", 17),
         ("data", "train", "elsewhere/train"),
+        ("data", "bpe_dropout", 0.1),
     ],
 )
 def test_each_batching_key_moves_the_run_to_the_next_epoch_and_is_named(section, key, value):

@@ -234,13 +234,19 @@ sys.exit(main(sys.argv[1:]))
 
 
 @pytest.mark.parametrize(
-    "deterministic, cooldown", [("false", "0"), ("true", "0"), ("false", "0.6")]
+    "deterministic, cooldown, bpe_dropout",
+    [("false", "0", "0"), ("true", "0", "0"), ("false", "0.6", "0"), ("false", "0", "0.1")],
 )
-def test_kill_9_and_resume_is_bit_identical(tmp_path, tiny_run, deterministic, cooldown):
+def test_kill_9_and_resume_is_bit_identical(
+    tmp_path, tiny_run, deterministic, cooldown, bpe_dropout
+):
     common = ["--config", str(tiny_run.config_path), *tiny_run.fast]
     common += ["train.max_steps=10", "train.save_interval_steps=5"]
     common += [f"train.deterministic={deterministic}"]  # every op has a deterministic kernel
     common += [f"train.cooldown_fraction={cooldown}"]  # 0.6: lower from update 6, after the resume
+    # BPE-dropout 0.1: the resumed process draws epoch 1 again from the samples both runs share
+    # (a fresh cache would hold other SentencePiece samples: data/bpe_dropout.py).
+    common += [f"data.bpe_dropout={bpe_dropout}", f"data.cache_dir={tmp_path / 'cache'}"]
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     tiny_run.python(["-m", "transformer.train", *common, f"train.output_dir={straight}"])
     killed = tiny_run.python(

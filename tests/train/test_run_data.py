@@ -18,8 +18,13 @@ from transformer.train.run_data import prepare_run_data
 ARRAYS = ("src_tokens", "src_offsets", "tgt_tokens", "tgt_offsets")
 
 
-def test_another_rank_waits_for_rank_0_and_loads_the_same_data(tmp_path, tiny_run):
-    config = tiny_run.load([f"train.output_dir={tmp_path / 'run'}"])
+@pytest.mark.parametrize("bpe_dropout", [0.0, 0.1])
+def test_another_rank_waits_for_rank_0_and_loads_the_same_data(tmp_path, tiny_run, bpe_dropout):
+    """With BPE-dropout, rank 1 also waits for rank 0's samples (an entry inside the training
+    corpus's entry) and draws the same epochs from them."""
+    config = tiny_run.load(
+        [f"train.output_dir={tmp_path / 'run'}", f"data.bpe_dropout={bpe_dropout}"]
+    )
     rank1 = DistributedContext(rank=1, world_size=2)
     got = {}
     waiter = threading.Thread(
@@ -34,6 +39,8 @@ def test_another_rank_waits_for_rank_0_and_loads_the_same_data(tmp_path, tiny_ru
     assert not waiter.is_alive()
     for name in ARRAYS:
         assert np.array_equal(getattr(got["data"].train, name), getattr(main.train, name))
+        first, other = main.train.for_epoch(2, 1), got["data"].train.for_epoch(2, 1)
+        assert np.array_equal(getattr(first, name), getattr(other, name))
     assert got["data"].tokenizer.src_vocab_size == main.tokenizer.src_vocab_size
 
 

@@ -127,6 +127,7 @@ class BatchIterator:
         self.pad_to_multiple = pad_to_multiple
         # The dataset's own arrays (shared memory maps for a cached corpus), not copies:
         # the target side counts one more token, bos (tgt_in) or eos (tgt_out).
+        self._data = dataset
         self._src_len, self._tgt_len = dataset.src_lengths, dataset.tgt_lengths
         longest = self._padded(int(max(self._src_len.max(), self._tgt_len.max() + 1)))
         if longest > max_tokens:
@@ -148,6 +149,10 @@ class BatchIterator:
         """This rank's batches of `epoch`, each an array of dataset indices."""
         if self._cached_epoch == epoch:
             return self._cached_batches
+        # The epoch's pairs: the dataset itself, or its segmentation of this epoch (BPE-dropout,
+        # data/bpe_dropout.py); `collate` reads the epoch whose batches were cut last.
+        self._data = self.dataset.for_epoch(epoch, self.seed)
+        self._src_len, self._tgt_len = self._data.src_lengths, self._data.tgt_lengths
         rng = np.random.default_rng([self.seed, epoch])
         order = rng.permutation(len(self.dataset)) if self.shuffle else np.arange(len(self.dataset))
         src_len = self._src_len[order].astype(np.int64)
@@ -170,7 +175,8 @@ class BatchIterator:
         return self._cached_batches
 
     def __len__(self) -> int:
-        """Batches per epoch for this rank (the same every epoch and on every rank)."""
+        """Batches of the current epoch for this rank (the same on every rank; the same every
+        epoch unless the dataset is segmented anew each epoch)."""
         return len(self._batches(self._epoch))
 
     def _padded(self, length: int) -> int:
@@ -186,7 +192,7 @@ class BatchIterator:
         tgt_in = np.full((len(indices), T), self.pad_id, dtype=np.int64)
         tgt_out = tgt_in.copy()
         for row, index in enumerate(indices):
-            source, target = self.dataset[int(index)]
+            source, target = self._data[int(index)]
             src[row, : len(source)] = source
             tgt_in[row, 0] = self.bos_id
             tgt_in[row, 1 : len(target) + 1] = target

@@ -35,6 +35,9 @@ class DataConfig:
         max_len_ratio: Also drop pairs where max(len) / min(len) exceeds this (a finite
             number >= 1); null = off.
         cache_dir: Where encoded corpora are cached; null = `<output_dir>/cache`.
+        bpe_dropout: BPE-dropout's probability of skipping a merge when the training corpus
+            is segmented anew each epoch (Provilkov et al., 2020; 0.1 there); 0 = off (the
+            paper). BPE models only (`data/bpe_dropout.py`).
     """
 
     source_lang: str = "en"
@@ -50,6 +53,7 @@ class DataConfig:
     max_len: int = 256
     max_len_ratio: float | None = None
     cache_dir: str | None = None
+    bpe_dropout: float = 0.0
 
     def __post_init__(self) -> None:
         if self.source_lang == self.target_lang:
@@ -75,3 +79,10 @@ class DataConfig:
         ratio = self.max_len_ratio
         if ratio is not None and not (math.isfinite(ratio) and ratio >= 1.0):  # NaN, inf
             raise ValueError(f"data.max_len_ratio ({ratio}) must be a finite number >= 1 or null")
+        if not (math.isfinite(self.bpe_dropout) and 0.0 <= self.bpe_dropout < 1.0):
+            raise ValueError(f"data.bpe_dropout ({self.bpe_dropout}) must be in [0, 1)")
+        if self.bpe_dropout > 0 and self.spm_model_type != "bpe":
+            raise ValueError(
+                f"data.bpe_dropout ({self.bpe_dropout}) needs data.spm_model_type: bpe "
+                f"(not {self.spm_model_type!r})"
+            )

@@ -64,6 +64,11 @@ class ParallelDataset:
         t0, t1 = self.tgt_offsets[row], self.tgt_offsets[row + 1]
         return self.src_tokens[s0:s1], self.tgt_tokens[t0:t1]
 
+    def for_epoch(self, epoch: int, seed: int) -> ParallelDataset:
+        """The pairs of training epoch `epoch` of a run seeded with `seed`: this dataset, the
+        same every epoch (a subclass samples a segmentation per epoch, data/bpe_dropout.py)."""
+        return self
+
     def select(self, keep: np.ndarray) -> ParallelDataset:
         """A new dataset with the pairs where the boolean mask `keep` is true, in order (the
         token arrays are shared, not copied)."""

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from transformer.data.bpe_dropout import SAMPLES_PER_WORD, BPEDropoutDataset, write_segmentations
 from transformer.data.config import DataConfig
 from transformer.data.corpus import corpus_size, iter_parallel
 from transformer.data.dataset import DropReport, ParallelDataset, filter_pairs, length_dtype
@@ -158,6 +159,31 @@ class Preparation:
             *tokens, kept["line_numbers"], kept["src_lengths"], kept["tgt_lengths"]
         )
         return data, report
+
+    def bpe_dropout(self, data: ParallelDataset, fingerprint: str, tokenizer: Tokenizer):
+        """The training pairs with BPE-dropout's segmentations (cached beside their ids)."""
+        models = (tokenizer.src_model_bytes, tokenizer.tgt_model_bytes)
+        key = f"{self.config.bpe_dropout!r}|{SAMPLES_PER_WORD}".encode()
+        path = cache_path(self.cache_dir, "train", fingerprint, models)
+        path = path / ("bpe-dropout-" + hashlib.blake2b(key, digest_size=8).hexdigest())
+        arrays = _entry(path, self.log)
+        if arrays is None:
+            if not self.build:
+                raise DataNotPrepared(f"BPE-dropout segmentations not written yet: no {path}")
+            writer, total = ArrayWriter(path), len(data.src_offsets) - 1
+            try:
+                with self.stages.stage("train: BPE-dropout segmentations", total) as advance:
+                    chunks = self.chunks(self.config.train)
+                    dtype = data.src_tokens.dtype
+                    write_segmentations(
+                        chunks, models, self.config.bpe_dropout, dtype, writer, advance
+                    )
+                writer.commit()
+            except BaseException:
+                writer.abort()
+                raise
+            arrays = load_arrays(path)
+        return BPEDropoutDataset(data, arrays, self.config.max_len)
 
     def encode(self, split: str, spec: str, path: Path, tokenizer: Tokenizer, text) -> None:
         """Encode a split into the cache entry `path`."""

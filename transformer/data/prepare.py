@@ -22,7 +22,10 @@ Steps (section 5.1 of the paper, with SentencePiece in place of the authors' BPE
 4. drop empty pairs, pairs with a side longer than `max_len` tokens and optionally pairs whose
    length ratio exceeds `max_len_ratio`, counting every drop (`dataset.filter_pairs`); the
    kept rows are cached too, so that every process of a job opens the same memory-mapped
-   files and none holds a copy of its own.
+   files and none holds a copy of its own;
+5. with `data.bpe_dropout`, draw BPE-dropout segmentations of every training word into the
+   cache as well (`transformer.data.bpe_dropout`: the training pairs are segmented anew
+   every epoch).
 """
 
 from __future__ import annotations
@@ -139,6 +142,8 @@ def prepare_data(
             result.train, result.train_report = job.split(
                 "train", config.train, fingerprint, tokenizer
             )
+            if config.bpe_dropout > 0:  # a segmentation per epoch (data/bpe_dropout.py)
+                result.train = job.bpe_dropout(result.train, fingerprint, tokenizer)
         if valid_text is not None:
             result.valid_src_text, result.valid_ref_text = valid_text.src, valid_text.tgt
             result.valid, result.valid_report = job.split(

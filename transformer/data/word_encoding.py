@@ -90,17 +90,7 @@ class WordTable:
             word_ids (W,), counts (B,) with sum W -> tokens (N,), lengths (B,).
         """
         self.encode_new_words()
-        starts = self._offsets[word_ids]  # (W,) first piece of each word
-        per_word = self._offsets[word_ids + 1] - starts  # (W,) pieces of each word
-        total = int(per_word.sum())
-        # Concatenate the ranges [starts[w], starts[w] + per_word[w]): (W,) -> (N,).
-        shift = np.repeat(starts - (np.cumsum(per_word) - per_word), per_word)
-        tokens = self._pieces[shift + np.arange(total, dtype=np.int64)]
-        first_word = np.zeros(len(counts), dtype=np.int64)
-        np.cumsum(counts[:-1], out=first_word[1:])
-        per_word_sum = np.concatenate([[0], np.cumsum(per_word)])
-        lengths = per_word_sum[first_word + counts] - per_word_sum[first_word]  # (B,)
-        return tokens, lengths
+        return concatenate_pieces(self._pieces, self._offsets, word_ids, counts)
 
     def encode(self, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """`tokens(*word_ids(sentences))`: flat token ids and tokens per sentence."""
@@ -113,6 +103,36 @@ class WordTable:
     def words(self) -> list[str]:
         """Every word, in id order."""
         return list(self._ids)
+
+
+def concatenate_pieces(
+    pieces: np.ndarray, offsets: np.ndarray, word_ids: np.ndarray, counts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sentences given as word ids, as the concatenated pieces of their words.
+
+    Args:
+        pieces: The pieces of every word, flat; word w's are `pieces[offsets[w]:offsets[w+1]]`.
+        offsets: int64 (number of words + 1,).
+        word_ids: int64 word ids of the sentences, one after the other.
+        counts: Words per sentence.
+
+    Returns:
+        (flat tokens (N,) of `pieces.dtype`, tokens per sentence (B,) int64).
+
+    Shape:
+        word_ids (W,), counts (B,) with sum W -> tokens (N,), lengths (B,).
+    """
+    starts = offsets[word_ids]  # (W,) first piece of each word
+    per_word = offsets[word_ids + 1] - starts  # (W,) pieces of each word
+    total = int(per_word.sum())
+    # Concatenate the ranges [starts[w], starts[w] + per_word[w]): (W,) -> (N,).
+    shift = np.repeat(starts - (np.cumsum(per_word) - per_word), per_word)
+    tokens = pieces[shift + np.arange(total, dtype=np.int64)]
+    first_word = np.zeros(len(counts), dtype=np.int64)
+    np.cumsum(counts[:-1], out=first_word[1:])
+    per_word_sum = np.concatenate([[0], np.cumsum(per_word)])
+    lengths = per_word_sum[first_word + counts] - per_word_sum[first_word]  # (B,)
+    return tokens, lengths
 
 
 def word_counts(tables_and_counts: list[tuple[WordTable, np.ndarray]]) -> Counter:

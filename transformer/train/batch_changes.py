@@ -3,11 +3,11 @@
 A resumed run goes on at the saved position of its batch stream (`BatchIterator.state_dict`:
 epoch and batch index). That position means something only for the batches it was saved with:
 another `train.max_tokens`, `train.tokens_per_update`, `train.update_freq`, `train.seed`,
-`data.train`, `data.max_len`, `data.max_len_ratio` or number of processes cuts an epoch (or
-deals it out to the ranks) differently, and the saved index then names other pairs or lies past
-the epoch's end. fairseq lets a resumed job change `--max-tokens` (after running out of memory,
-say, with a larger `--update-freq`); so does this project, from the start of the next epoch,
-which sees every pair once, and one line says what changed.
+`data.train`, `data.max_len`, `data.max_len_ratio`, `data.bpe_dropout` or number of processes
+cuts an epoch (or deals it out to the ranks) differently, and the saved index then names other
+pairs or lies past the epoch's end. fairseq lets a resumed job change `--max-tokens` (after
+running out of memory, say, with a larger `--update-freq`); so does this project, from the
+start of the next epoch, which sees every pair once, and one line says what changed.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ BATCHING_KEYS = (
     ("data", "train"),
     ("data", "max_len"),
     ("data", "max_len_ratio"),
+    ("data", "bpe_dropout"),
 )
 
 
