@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 import sentencepiece as spm
 
@@ -129,18 +130,31 @@ def test_the_same_epoch_and_seed_give_the_same_pairs_and_others_differ(prepared)
     assert _ids(data.train.for_epoch(2, 1), 1) == first  # after others: the same again
 
 
-def test_a_sentence_sampled_longer_than_max_len_keeps_its_deterministic_ids(prepared):
-    config, data, _ = prepared
+@pytest.mark.parametrize("rule", ["max_len", "max_len_ratio"])
+def test_a_pair_sampled_against_the_filters_rules_keeps_its_deterministic_ids(prepared, rule):
+    """A pair whose sampled sides break a rule of the filter (a side longer than max_len, or
+    a length ratio above max_len_ratio) keeps its deterministic ids on both sides; the others
+    are sampled as without the rule."""
+    _, data, _ = prepared
     train = data.train
-    max_len = int(max(train.src_lengths.max(), train.tgt_lengths.max()))
-    bounded = BPEDropoutDataset(train, train.segmentations, max_len).for_epoch(1, 1)
-    unbounded = BPEDropoutDataset(train, train.segmentations, 10**6).for_epoch(1, 1)
-    for side in (0, 1):
-        deterministic, free = _ids(train, side), _ids(unbounded, side)
-        expected = [f if len(f) <= max_len else d for f, d in zip(free, deterministic, strict=True)]
-        assert _ids(bounded, side) == expected
-        assert any(len(f) > max_len for f in free)  # the rule was used
-    assert max(bounded.src_lengths.max(), bounded.tgt_lengths.max()) <= max_len
+    src_len, tgt_len = train.src_lengths.astype(int), train.tgt_lengths.astype(int)
+    max_len = int(max(src_len.max(), tgt_len.max()))
+    ratio = float(
+        (np.maximum(src_len, tgt_len) / np.maximum(np.minimum(src_len, tgt_len), 1)).max()
+    )
+    limits = (
+        dict(max_len=max_len) if rule == "max_len" else dict(max_len=10**6, max_len_ratio=ratio)
+    )
+    bounded = BPEDropoutDataset(train, train.segmentations, **limits).for_epoch(1, 1)
+    free = BPEDropoutDataset(train, train.segmentations, 10**6).for_epoch(1, 1)
+    broken = 0
+    for i in range(len(train)):
+        s, t = (len(ids) for ids in free[i])
+        breaks = max(s, t) > max_len if rule == "max_len" else max(s, t) / max(min(s, t), 1) > ratio
+        broken += breaks
+        expected = train[i] if breaks else free[i]
+        assert [ids.tolist() for ids in bounded[i]] == [ids.tolist() for ids in expected], i
+    assert 0 < broken < len(train) / 2  # the rule was used, and most pairs are sampled
 
 
 def test_each_side_is_sampled_with_its_own_model(prepared, tmp_path):

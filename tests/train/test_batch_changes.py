@@ -73,6 +73,19 @@ def test_a_checkpoint_without_the_key_counts_it_unchanged():
     assert batching_changes(checkpoint, changed, 4) == []
 
 
+def test_bpe_dropout_samples_drawn_again_move_the_run_to_the_next_epoch():
+    config = Config()
+    checkpoint = checkpoint_of(config)
+    checkpoint["data_position"]["segmentation"] = "aaaa"
+    now = {"epoch": 1, "index": 0, "segmentation": "bbbb"}
+    assert batching_changes(checkpoint, config, 1, {**now, "segmentation": "aaaa"}) == []
+    assert batching_changes(checkpoint, config, 1) == []  # not known now: unchanged
+    phrase = "BPE-dropout samples: aaaa there, bbbb now (drawn again: a new cache entry)"
+    assert batching_changes(checkpoint, config, 1, now) == [phrase]
+    position, line = resume_position(checkpoint, config, 1, now)
+    assert position == {"epoch": 4, "index": 0} and phrase in line
+
+
 def test_resuming_with_a_larger_max_tokens_goes_on_from_the_next_epoch(
     tmp_path, tiny_run, shared_data
 ):
@@ -96,3 +109,25 @@ def test_resuming_with_a_larger_max_tokens_goes_on_from_the_next_epoch(
     assert line.startswith(f"{run_dir / 'checkpoint_last.pt'}: the batches are cut differently")
     assert "train.max_tokens: 128 there, 4096 now" in line
     assert trainer.train().step == 42
+
+
+def test_resuming_after_the_cache_was_drawn_again_goes_on_from_the_next_epoch(
+    tmp_path, tiny_run, shared_data
+):
+    """The issue a hostile user found: BPE-dropout's cache deleted between a run and its
+    resume is drawn again with other samples, so the saved position names other batches
+    (and may lie past the epoch's end); the run says so and goes on from the next epoch."""
+    import shutil
+
+    from transformer.train.trainer import Trainer
+
+    run_dir = tmp_path / "run"
+    common = [*tiny_run.fast, f"train.output_dir={run_dir}", "data.bpe_dropout=0.1"]
+    Trainer(tiny_run.load([*common, "train.max_steps=6"])).train()
+    shutil.rmtree(run_dir / "cache")
+    lines = []
+    trainer = Trainer(tiny_run.load([*common, "train.max_steps=8"]), log=lines.append)
+    assert trainer.batches.state_dict()["epoch"] == 2
+    (line,) = [x for x in lines if "cut differently" in x]
+    assert "BPE-dropout samples: " in line and "drawn again: a new cache entry" in line
+    assert trainer.train().step == 8

@@ -223,10 +223,14 @@ class BatchIterator:
             yield from self.epoch(self._epoch)
 
     def state_dict(self) -> dict:
-        """Position of the next batch: {"epoch": int, "index": int}."""
+        """Position of the next batch: {"epoch": int, "index": int}, and "segmentation" (the
+        identity of BPE-dropout's samples) for a dataset segmented anew each epoch."""
+        position = {"epoch": self._epoch, "index": self._index}
         if self._index >= len(self._batches(self._epoch)):
-            return {"epoch": self._epoch + 1, "index": 0}
-        return {"epoch": self._epoch, "index": self._index}
+            position = {"epoch": self._epoch + 1, "index": 0}
+        if self.dataset.segmentation is not None:
+            position["segmentation"] = self.dataset.segmentation
+        return position
 
     def load_state_dict(self, state: dict) -> None:
         """Continue at the position saved by `state_dict`.

@@ -22,6 +22,7 @@ holds in every epoch).
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections.abc import Callable, Iterable
 
@@ -94,19 +95,30 @@ class BPEDropoutDataset(ParallelDataset):
     """Training pairs whose segmentation is drawn again every epoch (`for_epoch`).
 
     As a `ParallelDataset` it is the deterministic segmentation (what `prepare_data` cached);
-    `BatchIterator` asks `for_epoch(e, seed)` for the pairs of epoch e.
+    `BatchIterator` asks `for_epoch(e, seed)` for the pairs of epoch e. A pair whose sampled
+    sides break the filter's rules (a side longer than `max_len`, a length ratio above
+    `max_len_ratio`) keeps its deterministic segmentation in that epoch.
 
     Args:
         base: The filtered, deterministically encoded training pairs.
         segmentations: The arrays of `write_segmentations` (memory-mapped cache entry).
         max_len: The longest side kept (`data.max_len`).
+        max_len_ratio: The largest length ratio kept (`data.max_len_ratio`), or None.
+
+    Attributes:
+        segmentation: A digest of the samples: another draw (a new cache entry) gives other
+            epochs, which a resumed run must know (train/batch_changes.py).
 
     Shape:
         `for_epoch`: a `ParallelDataset` of the same N pairs, with its own flat token arrays.
     """
 
     def __init__(
-        self, base: ParallelDataset, segmentations: dict[str, np.ndarray], max_len: int
+        self,
+        base: ParallelDataset,
+        segmentations: dict[str, np.ndarray],
+        max_len: int,
+        max_len_ratio: float | None = None,
     ) -> None:
         super().__init__(
             base.src_tokens,
@@ -117,7 +129,12 @@ class BPEDropoutDataset(ParallelDataset):
             base.src_lengths,
             base.tgt_lengths,
         )
-        self.segmentations, self.max_len = segmentations, max_len
+        self.segmentations, self.max_len, self.max_len_ratio = segmentations, max_len, max_len_ratio
+        digest = hashlib.blake2b(digest_size=8)
+        for side in SIDES:
+            digest.update(segmentations[f"{side}_pieces"].tobytes())
+            digest.update(segmentations[f"{side}_offsets"].tobytes())
+        self.segmentation = digest.hexdigest()
         self._key: tuple[int, int] | None = None
         self._data: ParallelDataset | None = None
 
@@ -127,20 +144,39 @@ class BPEDropoutDataset(ParallelDataset):
         if self._key != (seed, epoch):
             self._data, self._key = None, None  # not the previous epoch's beside the new one
             rng = np.random.default_rng([seed, epoch])
-            src, tgt = (self._side(side, rng) for side in SIDES)
-            self._data, self._key = ParallelDataset(*src, *tgt, self.line_numbers), (seed, epoch)
+            variants = [self._draw(side, rng) for side in SIDES]  # (W,) per side
+            lengths = [self._segment(side, v)[1] for side, v in zip(SIDES, variants, strict=True)]
+            keep = self._breaks_rules(*lengths)  # (M,) pairs that keep the deterministic ids
+            sides = []
+            for side, chosen in zip(SIDES, variants, strict=True):
+                counts = self.segmentations[f"{side}_counts"].astype(np.int64)
+                chosen -= np.where(np.repeat(keep, counts), chosen % (SAMPLES_PER_WORD + 1), 0)
+                tokens, lengths = self._segment(side, chosen)
+                sides += [tokens, np.concatenate([[0], np.cumsum(lengths)])]
+            self._data, self._key = ParallelDataset(*sides, self.line_numbers), (seed, epoch)
         return self._data
 
-    def _side(self, side: str, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """One side's flat tokens and offsets (M + 1,), for every corpus row."""
-        arrays, width = self.segmentations, SAMPLES_PER_WORD + 1
-        counts = arrays[f"{side}_counts"].astype(np.int64)  # (M,) words per sentence
-        choice = rng.integers(1, width, len(arrays[f"{side}_words"]))  # (W,) a sample per word
-        variants = arrays[f"{side}_words"].astype(np.int64) * width + choice
-        pieces, offsets = arrays[f"{side}_pieces"], arrays[f"{side}_offsets"]
-        tokens, lengths = concatenate_pieces(pieces, offsets, variants, counts)
-        too_long = lengths > self.max_len  # (M,): these keep the deterministic segmentation
-        if too_long.any():
-            variants -= np.where(np.repeat(too_long, counts), choice, 0)  # (W,): v = 0
-            tokens, lengths = concatenate_pieces(pieces, offsets, variants, counts)
-        return tokens, np.concatenate([[0], np.cumsum(lengths)])
+    def _draw(self, side: str, rng: np.random.Generator) -> np.ndarray:
+        """One sample (1..S) for every word occurrence: its variant ids (W,)."""
+        words = self.segmentations[f"{side}_words"]
+        choice = rng.integers(1, SAMPLES_PER_WORD + 1, len(words))  # (W,)
+        return words.astype(np.int64) * (SAMPLES_PER_WORD + 1) + choice
+
+    def _segment(self, side: str, variants: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Flat tokens and tokens per corpus row (M,) of the chosen word variants."""
+        arrays = self.segmentations
+        counts = arrays[f"{side}_counts"].astype(np.int64)
+        return concatenate_pieces(
+            arrays[f"{side}_pieces"], arrays[f"{side}_offsets"], variants, counts
+        )
+
+    def _breaks_rules(self, src_len: np.ndarray, tgt_len: np.ndarray) -> np.ndarray:
+        """(M,) rows whose sampled pair breaks the filter's rules (dataset.filter_pairs)."""
+        broken = (src_len > self.max_len) | (tgt_len > self.max_len)
+        if self.max_len_ratio is not None:
+            longer, shorter = (
+                np.maximum(src_len, tgt_len),
+                np.maximum(np.minimum(src_len, tgt_len), 1),
+            )
+            broken |= longer / shorter > self.max_len_ratio
+        return broken

@@ -64,6 +64,9 @@ class ParallelDataset:
         t0, t1 = self.tgt_offsets[row], self.tgt_offsets[row + 1]
         return self.src_tokens[s0:s1], self.tgt_tokens[t0:t1]
 
+    # The identity of the samples a subclass segments each epoch from (None: one segmentation).
+    segmentation: str | None = None
+
     def for_epoch(self, epoch: int, seed: int) -> ParallelDataset:
         """The pairs of training epoch `epoch` of a run seeded with `seed`: this dataset, the
         same every epoch (a subclass samples a segmentation per epoch, data/bpe_dropout.py)."""

@@ -183,7 +183,9 @@ class Preparation:
                 writer.abort()
                 raise
             arrays = load_arrays(path)
-        return BPEDropoutDataset(data, arrays, self.config.max_len)
+        else:
+            self.log(f"train: loaded cached BPE-dropout samples {path}")
+        return BPEDropoutDataset(data, arrays, self.config.max_len, self.config.max_len_ratio)
 
     def encode(self, split: str, spec: str, path: Path, tokenizer: Tokenizer, text) -> None:
         """Encode a split into the cache entry `path`."""

@@ -244,8 +244,7 @@ class TrainingCheckpoints:
                 SentencePiece model than the run directory's, naming the file.
         """
         path = self.run_dir.last_path
-        # Read to the CPU: `load_state_dict` copies weights onto the model's device and casts
-        # Adam's moments to each parameter's device; RNG states must stay CPU tensors.
+        # To the CPU: load_state_dict moves weights and moments on; RNG states must stay there.
         checkpoint, world = read_checkpoint(path, map_location="cpu"), self.context.world_size
         saved = (checkpoint.get("spm_model"), checkpoint.get("tgt_spm_model"))
         tokenizer = self.tokenizer
@@ -257,9 +256,10 @@ class TrainingCheckpoints:
                 "model back, or start over with --no-resume or another train.output_dir"
             )
         if "data_position" in checkpoint:  # (else restore_training_checkpoint says it is missing)
-            checkpoint["data_position"], moved = resume_position(checkpoint, self.config, world)
-            if moved:
-                log(f"{path}: {moved}")
+            now = self.batches.state_dict()  # with this run's BPE-dropout samples, if any
+            checkpoint["data_position"], why = resume_position(checkpoint, self.config, world, now)
+            if why:  # the position moved to the next epoch's start
+                log(f"{path}: {why}")
         state = restore_training_checkpoint(
             checkpoint,
             path,
