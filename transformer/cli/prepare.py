@@ -4,8 +4,9 @@ Usage:
     transformer-prepare --config configs/base.yaml [data.vocab_size=32000 ...]
 
 Reads the corpora of the config's `data:` section, trains (or reuses) the SentencePiece model
-in `train.output_dir`, encodes, filters and caches the token ids there: the work
-`transformer-train` otherwise does at its start. A progress bar per stage (on a terminal) and
+in `train.output_dir`, encodes, filters and caches the token ids there (with `data.bpe_dropout`,
+also the BPE-dropout samples of every training word): the work `transformer-train` otherwise
+does at its start. A progress bar per stage (on a terminal) and
 a summary: pairs kept and dropped by reason, tokens, and the time and peak memory of each
 stage (`--json FILE` writes the same figures as JSON). Run it before a torchrun job, as
 `scripts/reproduce_wmt14.sh` does: then no process of the job waits on a long preparation,
@@ -47,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="transformer-prepare",
         description="Prepare the data of a training config: SentencePiece model, encoded and "
-        "filtered corpora, cached in train.output_dir.",
+        "filtered corpora (and BPE-dropout's samples with data.bpe_dropout), cached in "
+        "train.output_dir.",
     )
     parser.add_argument(
         "--config", required=True, type=file_name, help="YAML config file (see configs/)"
