@@ -7,17 +7,18 @@ the run's SentencePiece model; only the choice among its segmentations varies. V
 test and decoding keep the deterministic segmentation (the paper's setting; p = 0.1 there).
 
 SentencePiece implements the sampling (`encode(enable_sampling=True, alpha=p)` on a BPE model),
-but its generator cannot be seeded alike in two processes (it mixes in the thread), so drawing
-each epoch in every process would give every process of a job, and a resumed run, another
-segmentation. Instead, `write_segmentations` draws `SAMPLES_PER_WORD` BPE-dropout
+but the same seed gives other samples in another process (measured with sentencepiece 0.2),
+so drawing each epoch in every process would give every process of a job, and a resumed run,
+another segmentation. Instead, `write_segmentations` draws `SAMPLES_PER_WORD` BPE-dropout
 segmentations of every distinct word of the training corpus once, with SentencePiece, beside
 the word ids of every sentence, into a cache entry (the data preparation, before training).
 BPE never merges across words (`word_encoding`), so a sentence's segmentation is that of its
 words; each epoch, `BPEDropoutDataset.for_epoch` picks one of the samples for every word of
 every sentence with numpy's generator seeded by (train.seed, epoch): the same pairs in every
-process and after a resume, drawn from the word's BPE-dropout samples. A sentence that comes
-out longer than `data.max_len` tokens keeps its deterministic segmentation (the filter's bound
-holds in every epoch).
+process and after a resume, drawn from the word's BPE-dropout samples. A pair whose sample
+breaks the filter's rules (`data.max_len`, `data.max_len_ratio`) keeps its deterministic
+segmentation in that epoch. Another draw (a new cache) has another digest
+(`BPEDropoutDataset.segmentation`), which a resumed run compares (train/batch_changes.py).
 """
 
 from __future__ import annotations
