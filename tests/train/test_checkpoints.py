@@ -55,6 +55,28 @@ def _components(model, train: TrainConfig | None = None):
     return optimizer, schedule, grad_scaler("fp32", torch.device("cpu")), batches
 
 
+def _saved_run(tmp_path, model, tokenizer, components, step: int):
+    """Write the training checkpoint of `model` and its `_components` at `step` as
+    `tmp_path`/checkpoint_last.pt; returns (config, run directory)."""
+    optimizer, schedule, scaler, batches = components
+    config = Config(model=model.config)
+    checkpoint = training_checkpoint(
+        model=model,
+        config=config,
+        tokenizer=tokenizer,
+        optimizer=optimizer,
+        schedule=schedule,
+        scaler=scaler,
+        batches=batches,
+        rng=[capture_rng_state()],
+        state=TrainState(step=step),
+        precision="fp32",
+    )
+    run_dir = RunDirectory(tmp_path)
+    save_checkpoint(checkpoint, run_dir.last_path)
+    return config, run_dir
+
+
 def test_a_restored_run_holds_exactly_what_the_saved_run_held(make_model, tiny_tokenizer):
     model = make_model(tiny_tokenizer.vocab_size, dropout=0.0).train()
     optimizer, schedule, scaler, batches = _components(model)
@@ -107,22 +129,7 @@ def test_resuming_on_a_gpu_reads_the_checkpoint_to_the_cpu(
     components on the CPU: reading to cuda:0 fails on a machine without CUDA, as `.numpy()` of
     a CUDA tensor fails on one with it; reading to the CPU and loading works on both."""
     model = make_model(tiny_tokenizer.vocab_size, dropout=0.0)
-    optimizer, schedule, scaler, batches = _components(model)
-    config = Config(model=model.config)
-    checkpoint = training_checkpoint(
-        model=model,
-        config=config,
-        tokenizer=tiny_tokenizer,
-        optimizer=optimizer,
-        schedule=schedule,
-        scaler=scaler,
-        batches=batches,
-        rng=[capture_rng_state()],
-        state=TrainState(step=4),
-        precision="fp32",
-    )
-    run_dir = RunDirectory(tmp_path)
-    save_checkpoint(checkpoint, run_dir.last_path)
+    config, run_dir = _saved_run(tmp_path, model, tiny_tokenizer, _components(model), 4)
     places = []
 
     def spy(path, map_location="cpu"):
@@ -147,25 +154,12 @@ def test_a_run_resumed_with_other_adam_settings_uses_them_and_says_so(
     optimizer holds the configured settings (not the saved ones, as `load_state_dict` alone
     would leave it) and the saved moments, and the log names each changed key once."""
     model = make_model(tiny_tokenizer.vocab_size, dropout=0.0)
-    optimizer, schedule, scaler, batches = _components(model)
+    components = _components(model)
+    optimizer, batches = components[0], components[3]
     batch = next(iter(batches))
     model(batch.src, batch.tgt_in).logsumexp(-1).mean().backward()
     optimizer.step()
-    config = Config(model=model.config)
-    checkpoint = training_checkpoint(
-        model=model,
-        config=config,
-        tokenizer=tiny_tokenizer,
-        optimizer=optimizer,
-        schedule=schedule,
-        scaler=scaler,
-        batches=batches,
-        rng=[capture_rng_state()],
-        state=TrainState(step=1),
-        precision="fp32",
-    )
-    run_dir = RunDirectory(tmp_path)
-    save_checkpoint(checkpoint, run_dir.last_path)
+    config, run_dir = _saved_run(tmp_path, model, tiny_tokenizer, components, 1)
     train = TrainConfig(warmup_steps=10, weight_decay=0.1, decoupled_weight_decay=True)
     fresh = make_model(tiny_tokenizer.vocab_size, seed=1, dropout=0.0)
     components = _components(fresh, train)
