@@ -146,13 +146,14 @@ class BPEDropoutDataset(ParallelDataset):
             self._data, self._key = None, None  # not the previous epoch's beside the new one
             rng = np.random.default_rng([seed, epoch])
             variants = [self._draw(side, rng) for side in SIDES]  # (W,) per side
-            lengths = [self._segment(side, v)[1] for side, v in zip(SIDES, variants, strict=True)]
-            keep = self._breaks_rules(*lengths)  # (M,) pairs that keep the deterministic ids
+            drawn = [self._segment(side, v) for side, v in zip(SIDES, variants, strict=True)]
+            keep = self._breaks_rules(drawn[0][1], drawn[1][1])  # (M,) keep deterministic ids
             sides = []
-            for side, chosen in zip(SIDES, variants, strict=True):
-                counts = self.segmentations[f"{side}_counts"].astype(np.int64)
-                chosen -= np.where(np.repeat(keep, counts), chosen % (SAMPLES_PER_WORD + 1), 0)
-                tokens, lengths = self._segment(side, chosen)
+            for side, chosen, (tokens, lengths) in zip(SIDES, variants, drawn, strict=True):
+                if keep.any():  # those pairs' words take variant 0, then segment again
+                    counts = self.segmentations[f"{side}_counts"].astype(np.int64)
+                    chosen -= np.where(np.repeat(keep, counts), chosen % (SAMPLES_PER_WORD + 1), 0)
+                    tokens, lengths = self._segment(side, chosen)
                 sides += [tokens, np.concatenate([[0], np.cumsum(lengths)])]
             self._data, self._key = ParallelDataset(*sides, self.line_numbers), (seed, epoch)
         return self._data
