@@ -21,11 +21,7 @@ from transformer.config import Config
 from transformer.data.batching import BatchIterator
 from transformer.data.dataset import ParallelDataset
 from transformer.train import checkpoints as checkpoints_module
-from transformer.train.checkpoints import (
-    TrainingCheckpoints,
-    restore_training_checkpoint,
-    training_checkpoint,
-)
+from transformer.train.checkpoints import TrainingCheckpoints
 from transformer.train.config import TrainConfig
 from transformer.train.distributed import DistributedContext
 from transformer.train.optim import build_lr_schedule, build_optimizer
@@ -33,6 +29,7 @@ from transformer.train.precision import grad_scaler
 from transformer.train.prefetch import Prefetcher
 from transformer.train.run_directory import RunDirectory
 from transformer.train.state import TrainState, capture_rng_state
+from transformer.train.training_checkpoint import restore_training_checkpoint, training_checkpoint
 
 TIED_COPIES_THAT_DIFFER = [
     (True, "tgt_embed.weight", "'src_embed.weight' and 'tgt_embed.weight'"),
@@ -228,11 +225,16 @@ sys.exit(main(sys.argv[1:]))
 
 
 @pytest.mark.parametrize(
-    "deterministic, cooldown, bpe_dropout",
-    [("false", "0", "0"), ("true", "0", "0"), ("false", "0.6", "0"), ("false", "0", "0.1")],
+    "deterministic, cooldown, bpe_dropout, ema",
+    [
+        ("false", "0", "0", "null"),
+        ("true", "0", "0", "null"),
+        ("false", "0.6", "0", "0.9"),
+        ("false", "0", "0.1", "null"),
+    ],
 )
 def test_kill_9_and_resume_is_bit_identical(
-    tmp_path, tiny_run, deterministic, cooldown, bpe_dropout
+    tmp_path, tiny_run, deterministic, cooldown, bpe_dropout, ema
 ):
     common = ["--config", str(tiny_run.config_path), *tiny_run.fast]
     common += ["train.max_steps=10", "train.save_interval_steps=5"]
@@ -241,6 +243,7 @@ def test_kill_9_and_resume_is_bit_identical(
     # BPE-dropout 0.1: the resumed process draws epoch 1 again from the samples both runs share
     # (a fresh cache would hold other SentencePiece samples: data/bpe_dropout.py).
     common += [f"data.bpe_dropout={bpe_dropout}", f"data.cache_dir={tmp_path / 'cache'}"]
+    common += [f"train.ema_decay={ema}"]  # 0.9: the moving average goes on from the checkpoint
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     tiny_run.python(["-m", "transformer.train", *common, f"train.output_dir={straight}"])
     killed = tiny_run.python(
@@ -260,6 +263,11 @@ def test_kill_9_and_resume_is_bit_identical(
     steps = lambda records: [(r["step"], r["loss"], r["lr"]) for r in records]  # noqa: E731
     assert steps(tiny_run.records(straight)) == steps(tiny_run.records(resumed))
     assert [r["step"] for r in tiny_run.records(resumed)] == list(range(1, 11))
+    if ema != "null":
+        a, b = (read_checkpoint(run / "checkpoint_ema.pt") for run in (straight, resumed))
+        assert a["step"] == b["step"] == 10
+        for key, value in a["model"].items():
+            assert torch.equal(value, b["model"][key]), key
 
 
 def test_resuming_a_run_that_read_batches_ahead_is_bit_identical(tmp_path, tiny_run, monkeypatch):

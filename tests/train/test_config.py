@@ -31,6 +31,9 @@ def test_defaults_are_the_papers_recipe():
         ("train.cooldown_fraction=-0.1", "train.cooldown_fraction"),
         ("train.cooldown_fraction=.nan", "train.cooldown_fraction"),
         ("train.adam_betas=[0.9,2.0]", "train.adam_betas"),
+        ("train.ema_decay=1.0", "train.ema_decay"),
+        ("train.ema_decay=0", "train.ema_decay"),
+        ("train.ema_decay=.nan", "train.ema_decay"),
         ("train.seed=-1", "train.seed"),
         ("train.seed=99999999999999999999999", "train.seed"),
         ("train.seed=9223372036854775808", "train.seed"),  # 2**63

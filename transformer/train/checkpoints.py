@@ -1,35 +1,26 @@
-"""A training checkpoint: everything a run needs to continue, and how a run is put back together.
+"""The checkpoints of a training job: written from rank 0, restored into every process.
 
-`training_checkpoint` assembles the self-contained checkpoint dict (format in checkpoint.py):
-weights, model config, full config, SentencePiece model(s), optimizer, LR schedule, gradient
-scaler, step and progress counters, the batch iterator's position, every process's RNG states.
-`restore_training_checkpoint` loads it into fresh components (a resumed run goes on as if it
-had not stopped); `TrainingCheckpoints` does both for a job's processes, fresh or resumed.
+`TrainingCheckpoints` writes `training_checkpoint`s (`train/training_checkpoint.py`: everything
+a run needs to continue) into the run directory, and starts a job's processes fresh or from
+checkpoint_last.pt, so that a resumed run goes on as if it had not stopped.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
-from transformer.checkpoint import (
-    FORMAT_VERSION,
-    check_tied_weights,
-    read_checkpoint,
-    strip_wrapper_prefixes,
-    unwrap_model,
-)
-from transformer.config import Config, config_to_dict
+from transformer.checkpoint import read_checkpoint, save_checkpoint
+from transformer.config import Config
 from transformer.data.batching import BatchIterator
 from transformer.data.tokenizer import Tokenizer
 from transformer.train.batch_changes import resume_position
 from transformer.train.distributed import DistributedContext, all_gather_object
+from transformer.train.ema import ExponentialMovingAverage
 from transformer.train.metrics_log import MetricsLog
-from transformer.train.optim import LRSchedule, changed_settings, load_optimizer_state
+from transformer.train.optim import LRSchedule, changed_settings
 from transformer.train.prefetch import Prefetcher
 from transformer.train.run_directory import RunDirectory
 from transformer.train.state import (
@@ -38,93 +29,10 @@ from transformer.train.state import (
     restore_rng_state,
     seed_everything,
 )
-
-
-def training_checkpoint(
-    *,
-    model: torch.nn.Module,
-    config: Config,
-    tokenizer,
-    optimizer: torch.optim.Optimizer,
-    schedule,
-    scaler: torch.amp.GradScaler,
-    batches,
-    rng: list[dict],
-    state: TrainState,
-    precision: str,
-) -> dict:
-    """The checkpoint dict of a training run.
-
-    Args:
-        model: The model (wrappers are removed, so keys carry no prefixes).
-        config: The full resolved config (its `model` section rebuilds the model).
-        tokenizer: The run's `Tokenizer` (its model bytes are embedded).
-        optimizer, schedule, scaler, batches: Components with `state_dict()`.
-        rng: `capture_rng_state(device)` of every process, indexed by rank.
-        state: Progress counters.
-        precision: The resolved precision (informational).
-    """
-    return {
-        "format_version": FORMAT_VERSION,
-        "model": unwrap_model(model).state_dict(),
-        "model_config": dataclasses.asdict(config.model),
-        "config": config_to_dict(config),
-        "spm_model": tokenizer.src_model_bytes,
-        "tgt_spm_model": None if tokenizer.shared else tokenizer.tgt_model_bytes,
-        "step": state.step,
-        "optimizer": optimizer.state_dict(),
-        "lr_scheduler": schedule.state_dict(),
-        "scaler": scaler.state_dict(),
-        "data_position": batches.state_dict(),
-        "rng": rng,
-        "world_size": len(rng),
-        "precision": precision,
-        "train_state": dataclasses.asdict(state),
-    }
-
-
-def restore_training_checkpoint(
-    checkpoint: dict,
-    path: str | Path,
-    *,
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    schedule,
-    scaler: torch.amp.GradScaler,
-    batches,
-) -> TrainState:
-    """Load a `training_checkpoint` into fresh components (not RNG states; Adam's settings stay).
-
-    Returns:
-        The saved `TrainState`.
-
-    Raises:
-        ValueError: when the weights do not fit `model` (another architecture), copies of a
-            tied matrix differ (`check_tied_weights`), or the file holds no training state (an
-            averaged checkpoint), naming `path`.
-    """
-    needed = ("optimizer", "lr_scheduler", "data_position", "train_state")
-    missing = [k for k in needed if k not in checkpoint]
-    if missing:
-        raise ValueError(
-            f"{path} cannot be resumed: it has no {', '.join(missing)} (an averaged or "
-            "weights-only checkpoint?); use --no-resume or another train.output_dir"
-        )
-    weights = strip_wrapper_prefixes(checkpoint["model"])
-    check_tied_weights(weights, unwrap_model(model), path)
-    try:
-        unwrap_model(model).load_state_dict(weights)
-    except RuntimeError as error:
-        raise ValueError(
-            f"{path} does not fit the configured model ({_difference(checkpoint, model)}); "
-            "use --no-resume or another train.output_dir"
-        ) from error
-    load_optimizer_state(optimizer, checkpoint["optimizer"])
-    schedule.load_state_dict(checkpoint["lr_scheduler"])
-    if scaler.is_enabled() and checkpoint["scaler"]:
-        scaler.load_state_dict(checkpoint["scaler"])
-    batches.load_state_dict(checkpoint["data_position"])
-    return TrainState(**checkpoint["train_state"])
+from transformer.train.training_checkpoint import (
+    restore_training_checkpoint,
+    training_checkpoint,
+)
 
 
 @dataclasses.dataclass
@@ -139,6 +47,7 @@ class TrainingCheckpoints:
         precision: The resolved precision.
         model, optimizer, schedule, scaler, batches: The components a checkpoint restores;
             the data position is that of the updates `batches` handed out, not of its read-ahead.
+        ema: The moving average of the weights (`train.ema_decay`), or None.
     """
 
     run_dir: RunDirectory
@@ -151,6 +60,7 @@ class TrainingCheckpoints:
     schedule: LRSchedule
     scaler: torch.amp.GradScaler
     batches: Prefetcher | BatchIterator
+    ema: ExponentialMovingAverage | None = None
 
     def state(self, state: TrainState) -> dict | None:
         """The full checkpoint dict on rank 0 (None elsewhere)."""
@@ -168,13 +78,17 @@ class TrainingCheckpoints:
             rng=rng,
             state=state,
             precision=self.precision,
+            ema=self.ema,
         )
 
     def save(self, state: TrainState, numbered: bool, best: bool) -> None:
-        """Write checkpoint_last.pt (and a numbered and/or the best one) from rank 0."""
+        """Write checkpoint_last.pt (and a numbered and/or the best one, and checkpoint_ema.pt
+        with `ema`) from rank 0."""
         checkpoint = self.state(state)
         if checkpoint is None:
             return
+        if self.ema is not None:  # first: checkpoint_last.pt's step is never ahead of it
+            save_checkpoint(self.ema.checkpoint(checkpoint), self.run_dir.ema_path)
         if numbered or not best:
             keep = self.config.train.keep_last
             self.run_dir.save(checkpoint, state.step, keep, numbered=numbered, best=best)
@@ -201,32 +115,18 @@ class TrainingCheckpoints:
             log(f"resumed from {last} at step {state.step}")
             return state
         if self.context.is_main:
-            self._set_aside_previous_run(log)
+            aside = self.run_dir.set_aside_previous_run()  # no mixing of two runs' files
+            if aside is not None:
+                log(
+                    f"starting fresh in {self.run_dir.path}: the earlier run's checkpoints "
+                    f"and metrics moved to {aside}"
+                )
             metrics.truncate_after(0)
         # Identical initial weights, different dropout masks: ranks > 0 re-seed; rank 0 keeps
         # the stream of a single process, so that torchrun with one process matches it.
         if self.context.rank > 0:
             torch.manual_seed(self.config.train.seed + self.context.rank)
         return TrainState()
-
-    def _set_aside_previous_run(self, log: Callable[[str], None]) -> None:
-        """Move an earlier run's checkpoints, metrics.jsonl and tensorboard/ to previous-<time>/.
-
-        A fresh start must not leave them beside the new ones: `keep_last` pruning and
-        `transformer-average --last N` would mix the two runs. Nothing is deleted.
-        """
-        old = sorted(self.run_dir.path.glob("checkpoint_*.pt"))
-        old += [p for p in (self.run_dir.metrics_path, self.run_dir.tensorboard_path) if p.exists()]
-        if not old:
-            return
-        aside = self.run_dir.path / time.strftime("previous-%Y%m%d-%H%M%S", time.gmtime())
-        aside.mkdir(exist_ok=True)
-        for path in old:
-            path.rename(aside / path.name)
-        log(
-            f"starting fresh in {self.run_dir.path}: the earlier run's checkpoints and metrics "
-            f"moved to {aside}"
-        )
 
     def resume(self, log: Callable[[str], None]) -> TrainState:
         """Restore every component and this process's RNG states from checkpoint_last.pt.
@@ -268,7 +168,10 @@ class TrainingCheckpoints:
             schedule=self.schedule,
             scaler=self.scaler,
             batches=self.batches,
+            ema=self.ema,
         )
+        if self.ema is not None and checkpoint.get("ema") is None:
+            log(f"{path} holds no moving average of the weights: it starts here (train.ema_decay)")
         for change in changed_settings(self.optimizer, checkpoint["optimizer"]):
             log(f"{path}: {change} (the configured value applies from here on)")
         rng = checkpoint["rng"]
@@ -281,20 +184,3 @@ class TrainingCheckpoints:
             )
             seed_everything(self.config.train.seed + state.step + self.context.rank)
         return state
-
-
-def _difference(checkpoint: dict, model: torch.nn.Module) -> str:
-    """What differs from `model`, briefly: saved model.* keys, else the first tensor's shape."""
-    saved = (checkpoint.get("config") or {}).get("model") or {}
-    config = getattr(unwrap_model(model), "config", None)
-    if saved and config is not None:
-        ours = dataclasses.asdict(config)
-        plain = lambda value: list(value) if isinstance(value, list | tuple) else value  # noqa: E731
-        keys = [k for k in ours if k in saved and plain(saved[k]) != plain(ours[k])]
-        if keys:
-            return ", ".join(f"model.{k}: {saved[k]!r} there, {ours[k]!r} now" for k in keys)
-    own = unwrap_model(model).state_dict()
-    for name, tensor in strip_wrapper_prefixes(checkpoint["model"]).items():
-        if name in own and tuple(own[name].shape) != tuple(tensor.shape):
-            return f"{name} is {tuple(tensor.shape)} there, {tuple(own[name].shape)} here"
-    return "other parameter names"

@@ -71,6 +71,9 @@ class TrainConfig:
         decoupled_weight_decay: Decay the weights directly, by lr x weight_decay per update
             (`torch.optim.AdamW`), instead of through Adam's gradient.
         label_smoothing: epsilon_ls (0.1, section 5.4).
+        ema_decay: Keep an exponential moving average of the weights with this decay per
+            update, in (0, 1), written as checkpoint_ema.pt with every checkpoint
+            (`transformer.train.ema`); null = none (the paper averages checkpoints instead).
         clip_norm: Clip the gradient norm to this; null = no clipping (the paper).
         precision: "auto" (bf16 autocast on GPUs with native bf16, fp16 on older GPUs, fp32
             elsewhere), "fp32", "bf16" (autocast; also on CPU), "fp16" (autocast + gradient
@@ -132,6 +135,7 @@ class TrainConfig:
     weight_decay: float = 0.0
     decoupled_weight_decay: bool = False
     label_smoothing: float = 0.1
+    ema_decay: float | None = None
     clip_norm: float | None = None
     precision: str = "auto"
     compile: bool = False
@@ -227,6 +231,8 @@ class TrainConfig:
             )
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"train.label_smoothing ({self.label_smoothing}) must be in [0, 1)")
+        if self.ema_decay is not None and not 0.0 < self.ema_decay < 1.0:
+            raise ValueError(f"train.ema_decay ({self.ema_decay}) must be in (0, 1), or null")
         if self.lr_schedule == "inverse_sqrt" and self.peak_lr is None:
             raise ValueError("train.lr_schedule inverse_sqrt needs train.peak_lr")
         # Each schedule has one knob for its height; the other one would be silently ignored.

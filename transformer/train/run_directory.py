@@ -6,6 +6,7 @@
     RUN_DIR/checkpoint_<step>.pt   periodic checkpoints, the newest `keep_last` kept
     RUN_DIR/checkpoint_last.pt     the latest checkpoint (what a rerun resumes from)
     RUN_DIR/checkpoint_best.pt     the checkpoint with the best validation metric
+    RUN_DIR/checkpoint_ema.pt      the moving average of the weights (train.ema_decay), weights only
     RUN_DIR/<spm files>            the SentencePiece model(s), written by data preparation
 
 `checkpoint_last.pt` and `checkpoint_best.pt` are hard links to (or copies of) a numbered
@@ -18,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,6 +61,10 @@ class RunDirectory:
     @property
     def best_path(self) -> Path:
         return self.path / "checkpoint_best.pt"
+
+    @property
+    def ema_path(self) -> Path:
+        return self.path / "checkpoint_ema.pt"
 
     def step_path(self, step: int) -> Path:
         """The numbered checkpoint of `step`."""
@@ -159,6 +165,25 @@ class RunDirectory:
         if keep_last > 0:
             for old in self.numbered_checkpoints()[:-keep_last]:
                 old.unlink()
+
+    def set_aside_previous_run(self) -> Path | None:
+        """Move an earlier run's checkpoints, metrics.jsonl and tensorboard/ to previous-<time>/.
+
+        A fresh start must not leave them beside the new ones: `keep_last` pruning and
+        `transformer-average --last N` would mix the two runs. Nothing is deleted.
+
+        Returns:
+            The folder they went to, or None when there was nothing to move.
+        """
+        old = sorted(self.path.glob("checkpoint_*.pt"))
+        old += [p for p in (self.metrics_path, self.tensorboard_path) if p.exists()]
+        if not old:
+            return None
+        aside = self.path / time.strftime("previous-%Y%m%d-%H%M%S", time.gmtime())
+        aside.mkdir(exist_ok=True)
+        for path in old:
+            path.rename(aside / path.name)
+        return aside
 
     def save_best(self, state: dict) -> None:
         """Write `state` as checkpoint_best.pt only."""

@@ -34,6 +34,7 @@ from transformer.model.transformer import Transformer
 from transformer.train.checkpoints import TrainingCheckpoints
 from transformer.train.deterministic import use_deterministic_kernels
 from transformer.train.distributed import DistributedContext, process_group_backend
+from transformer.train.ema import ExponentialMovingAverage
 from transformer.train.flops import batch_flops, device_peak_flops
 from transformer.train.interrupt import StopSignals
 from transformer.train.metrics_log import MetricsLog
@@ -138,18 +139,14 @@ class Trainer:
             self.validator = Validator(
                 self.prepared, self.config, self.context, self.precision, self.metrics, self.log
             )
+        self.ema = None  # the moving average of the weights (train/ema.py), if configured
+        if train.ema_decay is not None:
+            self.ema = ExponentialMovingAverage(self.model, train.ema_decay)
+        components = (self.model, self.optimizer, self.schedule, self.scaler, self.batches)
         self.checkpoints = TrainingCheckpoints(
-            self.run_dir,
-            self.context,
-            self.config,
-            self.tokenizer,
-            self.precision,
-            self.model,
-            self.optimizer,
-            self.schedule,
-            self.scaler,
-            self.batches,
-        )
+            self.run_dir, self.context, self.config, self.tokenizer, self.precision, *components,
+            ema=self.ema,
+        )  # fmt: skip
         self.resumes = resume  # what the line after an interruption advises
         self.state = self.checkpoints.start(resume, self.metrics, self.log)
         self.update = UpdateStep(
@@ -163,6 +160,7 @@ class Trainer:
             pad_id=self.config.model.pad_id,
             clip_norm=train.clip_norm,
             compile=train.compile,
+            ema=self.ema,
         )
 
     def _save(self, numbered: bool, best: bool) -> None:

@@ -25,6 +25,7 @@ from collections.abc import Callable
 import torch
 
 from transformer.train.distributed import DistributedContext, all_reduce_sum
+from transformer.train.ema import ExponentialMovingAverage
 from transformer.train.loss import label_smoothed_cross_entropy
 from transformer.train.optim import LRSchedule
 from transformer.train.precision import autocast
@@ -77,6 +78,7 @@ class UpdateStep:
         pad_id: Padding id of the target.
         clip_norm: Gradient-norm clipping threshold, or None.
         compile: Run the forward pass through torch.compile (dynamic batch shapes).
+        ema: The moving average of the weights, updated after each applied step, or None.
     """
 
     def __init__(
@@ -92,8 +94,9 @@ class UpdateStep:
         pad_id: int,
         clip_norm: float | None,
         compile: bool = False,
+        ema: ExponentialMovingAverage | None = None,
     ) -> None:
-        self.model, self.ddp = model, None
+        self.model, self.ddp, self.ema = model, None, ema
         forward_model: torch.nn.Module = model
         if context.enabled:
             device_ids = [context.device] if context.device.type == "cuda" else None
@@ -177,6 +180,8 @@ class UpdateStep:
         result.applied = overflow == 0
         if result.applied:
             self.schedule.step(seconds)
+            if self.ema is not None:
+                self.ema.update()
         return result
 
     def _unscale_and_clip(self) -> torch.Tensor:
