@@ -15,7 +15,8 @@ user gets from the CLI):
 2. `transformer-train --config configs/multi30k.yaml` on the GPU when present; on a CPU one
    process per core with one thread each, under torchrun (`transformer/cli/torchrun.py`,
    `transformer/cpu/processes.py`; `--processes N` to choose);
-3. `transformer-average --last N` over the run's last 5 and last 10 checkpoints;
+3. `transformer-average --last N` over the run's last 5 and last 10 checkpoints (and the
+   moving average of the weights, checkpoint_ema.pt, where `train.ema_decay` kept one);
 4. `transformer-evaluate` on the validation set with each average and beam 4 and 6 (alpha 2.5,
    the config's), and on test_2016_flickr with the pair that scored best on validation
    (`scripts/validation_choice.py`; `--average-last 5 --beam-sizes 4` decodes as the paper);
@@ -79,7 +80,8 @@ def training_command(python: str, processes: int, arguments: list[str]) -> list[
 def decoding_problem(config, args, overrides: list[str], src: str, tgt: str) -> str | None:
     """What would stop the averaging, the choice on validation or the test decoding at the end
     of the hour, found before it (one line), or None."""
-    choosing = len(args.average_last) * len(args.beam_sizes) > 1
+    weights = len(args.average_last) + (config.train.ema_decay is not None)  # + checkpoint_ema.pt
+    choosing = weights * len(args.beam_sizes) > 1
     if any(o.startswith("decode.beam_size=") for o in overrides):
         problem = "decode.beam_size: the job chooses among --beam-sizes (4,6): give those"
     elif max(args.beam_sizes) > config.data.vocab_size:
@@ -90,7 +92,8 @@ def decoding_problem(config, args, overrides: list[str], src: str, tgt: str) -> 
     elif not config.data.test:
         problem = "data.test is empty: the job scores a test set"
     elif choosing and not config.data.valid:
-        problem = "data.valid is empty: the choice is made on it (--average-last N --beam-sizes K)"
+        problem = "data.valid is empty: the choice is made on it (--average-last N --beam-sizes K"
+        problem += ", train.ema_decay=null)" if config.train.ema_decay is not None else ")"
     else:
         problem = None
     for key, setting in (("data.test", config.data.test), ("data.valid", config.data.valid)):
@@ -278,7 +281,7 @@ def _job(argv: list[str] | None) -> int:
         ("this command", f"{result['job_minutes']:.1f} min (training included, if it ran)"),
     ]
     print(
-        f"\nMulti30k {src}->{tgt}, {test_name}, averaged last {chosen.average_last}, "
+        f"\nMulti30k {src}->{tgt}, {test_name}, {chosen.weights}, "
         f"beam {chosen.beam_size}, alpha {decode['length_penalty']}"
         + (" (chosen on validation)" if validation else "")
     )

@@ -7,7 +7,9 @@ set" (section 6.1) and averaged the last 5 checkpoints (base) or 20 (big). On Mu
 fast, and its older checkpoints pull the average down. So the quickstart averages the last N
 of each count it is given, decodes the validation set with each beam size, and decodes the
 test set once, with the pair that scored the highest validation BLEU (sacreBLEU). The test set
-plays no part in the choice.
+plays no part in the choice. A run that kept a moving average of its weights
+(`train.ema_decay`) adds its `checkpoint_ema.pt` to the averages, when it is of the step of the
+newest numbered checkpoint.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from transformer.train.run_directory import RunDirectory
+from transformer.train.run_directory import NUMBERED, RunDirectory
 
 # The defaults of `make demo` (results/recipe-2026-12-04/README.md): the paper's last 5 and
 # beam 4, and the last 10 (every checkpoint `train.keep_last` keeps) and beam 6.
@@ -28,10 +30,24 @@ BEAM_SIZES = (4, 6)
 
 @dataclass(frozen=True)
 class Choice:
-    """One way to decode: the average of the last `average_last` checkpoints, `beam_size` beams."""
+    """One way to decode: the average of the last `average_last` checkpoints (None: the moving
+    average of the weights, checkpoint_ema.pt), `beam_size` beams."""
 
-    average_last: int
+    average_last: int | None
     beam_size: int
+
+    @property
+    def weights(self) -> str:
+        """The checkpoint decoded, in words."""
+        if self.average_last is None:
+            return "the moving average of the weights (checkpoint_ema.pt)"
+        return f"the average of the last {self.average_last}"
+
+    @property
+    def stem(self) -> str:
+        """The file-name stem of its validation outputs: avg<N>.beam<K> or ema.beam<K>."""
+        weights = "ema" if self.average_last is None else f"avg{self.average_last}"
+        return f"{weights}.beam{self.beam_size}"
 
 
 def counts(text: str, option: str, example: str) -> list[int]:
@@ -70,6 +86,28 @@ def plan_averages(wanted: Sequence[int], available: int) -> list[int]:
     return planned
 
 
+def ema_checkpoint(run_dir: Path) -> Path | None:
+    """The run's checkpoint_ema.pt (`train.ema_decay`) when it is of the step of the newest
+    numbered checkpoint; None without one. A stale one (written before a resume with the
+    setting off) is left out, and a line says so."""
+    path = RunDirectory(run_dir).ema_path
+    numbered = RunDirectory(run_dir).numbered_checkpoints()
+    if not path.is_file() or not numbered:
+        return None
+    import torch  # here: the rest of the quickstart's own process needs no torch
+
+    step = torch.load(path, map_location="cpu", weights_only=True, mmap=True)["step"]
+    newest = int(NUMBERED.match(numbered[-1].name).group(1))
+    if step != newest:
+        print(
+            f"quickstart: {path} is of step {step}, the newest numbered checkpoint of step "
+            f"{newest}: left out of the choice",
+            flush=True,
+        )
+        return None
+    return path
+
+
 def best(scores: dict[Choice, float]) -> Choice:
     """The choice with the highest validation BLEU; a tie goes to the one listed first (the
     paper's last 5 and beam 4 come first by default)."""
@@ -78,7 +116,7 @@ def best(scores: dict[Choice, float]) -> Choice:
 
 def score_on_validation(
     choices: Sequence[Choice],
-    checkpoints: dict[int, Path],
+    checkpoints: dict[int | None, Path],
     valid: tuple[Path, Path],
     target_lang: str,
     length_penalty: float,
@@ -90,12 +128,12 @@ def score_on_validation(
 
     Args:
         choices: The pairs to try.
-        checkpoints: The averaged checkpoint of each `average_last` count.
+        checkpoints: The checkpoint of each `average_last` count (None: checkpoint_ema.pt).
         valid: The validation source and reference files.
         target_lang: The target language (the hypothesis files' suffix).
         length_penalty: Alpha of the length penalty, the same for every choice.
         out_dir: Where each choice's hypotheses and JSON report go
-            (`avg<N>.beam<K>.hyp.<lang>`, `avg<N>.beam<K>.json`).
+            (`<stem>.hyp.<lang>`, `<stem>.json`; `Choice.stem`).
         run: Runs one command and exits on failure (`quickstart.run`).
         python: The interpreter that runs `transformer.cli.evaluate`.
 
@@ -105,7 +143,7 @@ def score_on_validation(
     out_dir.mkdir(parents=True, exist_ok=True)
     scores = {}
     for choice in choices:
-        stem = f"{out_dir}/avg{choice.average_last}.beam{choice.beam_size}"
+        stem = f"{out_dir}/{choice.stem}"
         report = Path(f"{stem}.json")  # not with_suffix: it would replace ".beam<K>"
         evaluate = [
             "--checkpoint", str(checkpoints[choice.average_last]), "--src", str(valid[0]),
@@ -123,6 +161,7 @@ def table(scores: dict[Choice, float], chosen: Choice) -> list[dict]:
     return [
         {
             "average_last": choice.average_last,
+            "ema": choice.average_last is None,
             "beam_size": choice.beam_size,
             "bleu": bleu,
             "chosen": choice == chosen,
@@ -142,7 +181,8 @@ def average_and_choose(
     python: str,
 ) -> tuple[Choice, Path, list[dict]]:
     """Average the run's last checkpoints (`transformer-average --last N`, one file per count:
-    `checkpoint_avg<N>.pt`) and choose the average and beam size on the validation set.
+    `checkpoint_avg<N>.pt`) and choose the average and beam size on the validation set; the
+    moving average of the weights is a candidate too where the run kept one (`ema_checkpoint`).
 
     Args:
         run_dir: The run directory (its numbered checkpoints).
@@ -169,11 +209,15 @@ def average_and_choose(
             f"last {max(average_last)} asked for; averaging the last {averages}",
             flush=True,
         )
-    averaged = {count: run_dir / f"checkpoint_avg{count}.pt" for count in averages}
-    for count, path in averaged.items():
-        average = ["--last", str(count), "--dir", str(run_dir), "--output", str(path)]
+    averaged: dict[int | None, Path] = {}
+    for count in averages:
+        averaged[count] = run_dir / f"checkpoint_avg{count}.pt"
+        average = ["--last", str(count), "--dir", str(run_dir), "--output", str(averaged[count])]
         run([python, "-m", "transformer.cli.average", *average])
-    choices = [Choice(count, beam) for count in averages for beam in beam_sizes]
+    ema = ema_checkpoint(run_dir)
+    if ema is not None:
+        averaged[None] = ema
+    choices = [Choice(count, beam) for count in averaged for beam in beam_sizes]
     if len(choices) == 1:
         return choices[0], averaged[choices[0].average_last], []
     scores = score_on_validation(
@@ -182,8 +226,8 @@ def average_and_choose(
     chosen = best(scores)
     for choice, bleu in scores.items():
         print(
-            f"quickstart: validation BLEU {bleu:.2f}: average of the last {choice.average_last}, "
-            f"beam {choice.beam_size}" + " (chosen)" * (choice == chosen),
+            f"quickstart: validation BLEU {bleu:.2f}: {choice.weights}, beam {choice.beam_size}"
+            + " (chosen)" * (choice == chosen),
             flush=True,
         )
     return chosen, averaged[chosen.average_last], table(scores, chosen)

@@ -276,6 +276,11 @@ def test_processes_and_threads_given_by_the_user_are_kept(shared_data, monkeypat
         ),
         (["train.keep_last=0"], "train.keep_last (0) must be at least 1"),
         (["data.valid="], "data.valid is empty"),
+        (  # one average and one beam, but also the moving average to choose from
+            ["--average-last", "5", "--beam-sizes", "4", "train.ema_decay=0.999", "data.valid="],
+            "data.valid is empty: the choice is made on it (--average-last N --beam-sizes K, "
+            "train.ema_decay=null)",
+        ),
         (["data.test="], "data.test is empty"),
         (["data.valid=/nonexistent/val"], "file not found: /nonexistent/val.en (data.valid="),
     ],

@@ -51,7 +51,8 @@ def test_best_is_the_first_of_the_highest_scores(seed):
 
 def _fake_steps(run_dir, bleu):
     """A `run` that records each command, writes averaged checkpoints as files, and writes an
-    evaluation report whose BLEU is `bleu(average_last, beam_size)`."""
+    evaluation report whose BLEU is `bleu(average_last, beam_size)` (average_last None for
+    checkpoint_ema.pt)."""
     commands = []
 
     def run(command):
@@ -60,7 +61,8 @@ def _fake_steps(run_dir, bleu):
         if "transformer.cli.average" in command:
             (run_dir / value["--output"]).write_bytes(b"averaged")
         else:
-            average = int(value["--checkpoint"].rsplit("avg", 1)[1].removesuffix(".pt"))
+            name = value["--checkpoint"].rsplit("/", 1)[1]
+            average = None if name == "checkpoint_ema.pt" else int(name[len("checkpoint_avg") : -3])
             score = bleu(average, int(value["--beam-size"]))
             report = {"scores": {"bleu": score}}
             (run_dir / value["--json"]).write_text(json.dumps(report))
@@ -110,3 +112,41 @@ def test_a_single_choice_decodes_nothing_on_validation(tmp_path):
     )
     assert chosen == Choice(2, 4) and averaged.name == "checkpoint_avg2.pt" and rows == []
     assert len(commands) == 1
+
+
+@pytest.mark.parametrize("ema_step, candidate", [(1400, True), (1200, False)])
+def test_the_moving_average_of_the_newest_step_is_a_candidate(
+    tmp_path, capsys, ema_step, candidate
+):
+    """checkpoint_ema.pt (`train.ema_decay`) is decoded with every beam beside the averages
+    and chosen when it scores highest; one of an older step than the newest numbered
+    checkpoint (a run resumed with the setting off) is left out, and a line says so."""
+    import torch
+
+    for step in (200, 400, 600, 800, 1000, 1200, 1400):
+        (tmp_path / f"checkpoint_{step}.pt").write_bytes(b"")
+    torch.save({"step": ema_step, "model": {}}, tmp_path / "checkpoint_ema.pt")
+    table = {(5, 4): 40.1, (5, 6): 40.6, (None, 4): 40.9, (None, 6): 40.7}
+    commands, run = _fake_steps(tmp_path, lambda a, b: table[(a, b)])
+    valid = (tmp_path / "val.en", tmp_path / "val.de")
+    chosen, path, rows = validation_choice.average_and_choose(
+        tmp_path, [5], [4, 6], valid, "de", 2.5, run, "py"
+    )
+    decoded = [c[c.index("--checkpoint") + 1] for c in commands if "transformer.cli.evaluate" in c]
+    out = capsys.readouterr().out
+    if candidate:
+        assert chosen == Choice(None, 4) and path == tmp_path / "checkpoint_ema.pt"
+        assert decoded.count(str(path)) == 2 and len(decoded) == 4
+        assert [(r["average_last"], r["ema"], r["chosen"]) for r in rows][2:] == [
+            (None, True, True),
+            (None, True, False),
+        ]
+        assert (
+            "40.90: the moving average of the weights (checkpoint_ema.pt), beam 4 (chosen)" in out
+        )
+        assert (tmp_path / "valid" / "ema.beam4.json").is_file()
+    else:
+        assert chosen == Choice(5, 6) and len(decoded) == 2
+        assert (
+            "checkpoint_ema.pt is of step 1200, the newest numbered checkpoint of step 1400" in out
+        )
