@@ -88,24 +88,26 @@ def plan_averages(wanted: Sequence[int], available: int) -> list[int]:
 
 def ema_checkpoint(run_dir: Path) -> Path | None:
     """The run's checkpoint_ema.pt (`train.ema_decay`) when it is of the step of the newest
-    numbered checkpoint; None without one. A stale one (written before a resume with the
-    setting off) is left out, and a line says so."""
+    numbered checkpoint, else None. One of another step (older: a resume turned the setting
+    off; newer: an interrupted run's last save is not numbered) or one that cannot be read is
+    left out of the choice, and a line says so."""
     path = RunDirectory(run_dir).ema_path
     numbered = RunDirectory(run_dir).numbered_checkpoints()
     if not path.is_file() or not numbered:
         return None
-    import torch  # here: the rest of the quickstart's own process needs no torch
+    from transformer.checkpoint import read_checkpoint  # torch: only where there is one
 
-    step = torch.load(path, map_location="cpu", weights_only=True, mmap=True)["step"]
     newest = int(NUMBERED.match(numbered[-1].name).group(1))
-    if step != newest:
-        print(
-            f"quickstart: {path} is of step {step}, the newest numbered checkpoint of step "
-            f"{newest}: left out of the choice",
-            flush=True,
-        )
-        return None
-    return path
+    try:
+        step = read_checkpoint(path).get("step")
+    except ValueError as error:  # names the file and what is wrong with it
+        problem = str(error)
+    else:
+        problem = f"{path} is of step {step}, the newest numbered checkpoint of step {newest}"
+        if step == newest:
+            return path
+    print(f"quickstart: {problem}: left out of the choice", flush=True)
+    return None
 
 
 def best(scores: dict[Choice, float]) -> Choice:

@@ -116,16 +116,15 @@ def test_a_single_choice_decodes_nothing_on_validation(tmp_path):
 
 @pytest.mark.parametrize("ema_step, candidate", [(1400, True), (1200, False)])
 def test_the_moving_average_of_the_newest_step_is_a_candidate(
-    tmp_path, capsys, ema_step, candidate
+    tmp_path, capsys, ema_step, candidate, make_model, tiny_tokenizer, write_checkpoint
 ):
     """checkpoint_ema.pt (`train.ema_decay`) is decoded with every beam beside the averages
     and chosen when it scores highest; one of an older step than the newest numbered
     checkpoint (a run resumed with the setting off) is left out, and a line says so."""
-    import torch
-
     for step in (200, 400, 600, 800, 1000, 1200, 1400):
         (tmp_path / f"checkpoint_{step}.pt").write_bytes(b"")
-    torch.save({"step": ema_step, "model": {}}, tmp_path / "checkpoint_ema.pt")
+    model = make_model(tiny_tokenizer.vocab_size)
+    write_checkpoint(tmp_path / "checkpoint_ema.pt", model, tiny_tokenizer, ema_step)
     table = {(5, 4): 40.1, (5, 6): 40.6, (None, 4): 40.9, (None, 6): 40.7}
     commands, run = _fake_steps(tmp_path, lambda a, b: table[(a, b)])
     valid = (tmp_path / "val.en", tmp_path / "val.de")
@@ -150,3 +149,15 @@ def test_the_moving_average_of_the_newest_step_is_a_candidate(
         assert (
             "checkpoint_ema.pt is of step 1200, the newest numbered checkpoint of step 1400" in out
         )
+
+
+def test_a_damaged_moving_average_is_left_out_with_a_line(tmp_path, capsys):
+    for step in (200, 400):
+        (tmp_path / f"checkpoint_{step}.pt").write_bytes(b"")
+    (tmp_path / "checkpoint_ema.pt").write_bytes(b"PK\x03\x04 not a whole file")
+    assert validation_choice.ema_checkpoint(tmp_path) is None
+    out = capsys.readouterr().out.strip()
+    assert out.startswith(f"quickstart: {tmp_path / 'checkpoint_ema.pt'}") and out.endswith(
+        ": left out of the choice"
+    )
+    assert len(out.splitlines()) == 1

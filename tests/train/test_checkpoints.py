@@ -24,6 +24,7 @@ from transformer.train import checkpoints as checkpoints_module
 from transformer.train.checkpoints import TrainingCheckpoints
 from transformer.train.config import TrainConfig
 from transformer.train.distributed import DistributedContext
+from transformer.train.ema import ExponentialMovingAverage
 from transformer.train.optim import build_lr_schedule, build_optimizer
 from transformer.train.precision import grad_scaler
 from transformer.train.prefetch import Prefetcher
@@ -307,3 +308,70 @@ def test_resuming_a_run_that_read_batches_ahead_is_bit_identical(tmp_path, tiny_
     steps = lambda records: [(r["step"], r["loss"], r["lr"]) for r in records]  # noqa: E731
     assert steps(tiny_run.records(straight)) == steps(tiny_run.records(resumed))
     assert not [t for t in threading.enumerate() if t.name == "prefetch-batches"]  # closed
+
+
+@pytest.mark.parametrize(
+    "saved, configured, note",
+    [
+        (0.9, 0.9, None),
+        (0.9, 0.5, r"train\.ema_decay: 0\.9 in the checkpoint, 0\.5 now \(the configured value"),
+        (0.9, None, r"train\.ema_decay is null now: .* ends here, and .*checkpoint_ema\.pt stays"),
+        (None, 0.5, r"it holds no moving average of the weights: it starts here"),
+        (None, None, None),
+    ],
+)
+def test_a_resume_names_each_change_of_the_moving_average(
+    tmp_path, make_model, tiny_tokenizer, saved, configured, note
+):
+    """Saved with or without an average (`train.ema_decay`), resumed with the same, another or
+    no decay: one line per change, naming the checkpoint; the average goes on from the saved
+    one (its update count too) or starts from the resumed weights."""
+    model = make_model(tiny_tokenizer.vocab_size, dropout=0.0)
+    components = _components(model)
+    config = Config(model=model.config)
+    checkpoint = training_checkpoint(
+        model=model, config=config, tokenizer=tiny_tokenizer, optimizer=components[0],
+        schedule=components[1], scaler=components[2], batches=components[3],
+        rng=[capture_rng_state()], state=TrainState(step=3), precision="fp32",
+        ema=None if saved is None else ExponentialMovingAverage(model, saved),
+    )  # fmt: skip
+    if saved is not None:
+        checkpoint["ema"]["updates"] = 3
+    run_dir = RunDirectory(tmp_path)
+    save_checkpoint(checkpoint, run_dir.last_path)
+    fresh = make_model(tiny_tokenizer.vocab_size, seed=1, dropout=0.0)
+    ema = None if configured is None else ExponentialMovingAverage(fresh, configured)
+    training = TrainingCheckpoints(
+        run_dir, DistributedContext(), config, tiny_tokenizer, "fp32", fresh,
+        *_components(fresh), ema=ema,
+    )  # fmt: skip
+    lines = []
+    training.resume(log=lines.append)
+    notes = [line for line in lines if "ema" in line or "moving average" in line]
+    if note is None:
+        assert notes == []
+    else:
+        assert len(notes) == 1 and notes[0].startswith(f"{run_dir.last_path}: ")
+        assert re.search(note, notes[0]), notes[0]
+    if ema is not None:
+        assert ema.updates == (0 if saved is None else 3) and ema.decay == configured
+        for name, value in fresh.named_parameters():  # the resumed weights, either way
+            torch.testing.assert_close(ema.average[name], value, rtol=0, atol=0)
+
+
+def test_checkpoint_ema_is_written_with_checkpoint_last_only(tmp_path, make_model, tiny_tokenizer):
+    """A save of checkpoint_best.pt alone (a best validation between two saves) leaves
+    checkpoint_ema.pt as it is, so that it is never of a later step than checkpoint_last.pt."""
+    model = make_model(tiny_tokenizer.vocab_size, dropout=0.0)
+    run_dir = RunDirectory(tmp_path)
+    training = TrainingCheckpoints(
+        run_dir, DistributedContext(), Config(model=model.config), tiny_tokenizer, "fp32", model,
+        *_components(model), ema=ExponentialMovingAverage(model, 0.9),
+    )  # fmt: skip
+    training.save(TrainState(step=2), numbered=False, best=False)
+    training.save(TrainState(step=3), numbered=False, best=True)
+    assert read_checkpoint(run_dir.best_path)["step"] == 3
+    assert read_checkpoint(run_dir.last_path)["step"] == 2
+    assert read_checkpoint(run_dir.ema_path)["step"] == 2
+    training.save(TrainState(step=4), numbered=True, best=False)
+    assert read_checkpoint(run_dir.ema_path)["step"] == read_checkpoint(run_dir.last_path)["step"]

@@ -18,7 +18,7 @@ from transformer.data.batching import BatchIterator
 from transformer.data.tokenizer import Tokenizer
 from transformer.train.batch_changes import resume_position
 from transformer.train.distributed import DistributedContext, all_gather_object
-from transformer.train.ema import ExponentialMovingAverage
+from transformer.train.ema import ExponentialMovingAverage, ema_changes
 from transformer.train.metrics_log import MetricsLog
 from transformer.train.optim import LRSchedule, changed_settings
 from transformer.train.prefetch import Prefetcher
@@ -83,17 +83,17 @@ class TrainingCheckpoints:
 
     def save(self, state: TrainState, numbered: bool, best: bool) -> None:
         """Write checkpoint_last.pt (and a numbered and/or the best one, and checkpoint_ema.pt
-        with `ema`) from rank 0."""
+        with `ema`), or with `best` alone checkpoint_best.pt only; from rank 0."""
         checkpoint = self.state(state)
         if checkpoint is None:
             return
-        if self.ema is not None:  # first: checkpoint_last.pt's step is never ahead of it
-            save_checkpoint(self.ema.checkpoint(checkpoint), self.run_dir.ema_path)
-        if numbered or not best:
-            keep = self.config.train.keep_last
-            self.run_dir.save(checkpoint, state.step, keep, numbered=numbered, best=best)
-        else:
+        if not numbered and best:
             self.run_dir.save_best(checkpoint)
+            return
+        if self.ema is not None:  # with checkpoint_last.pt, just before it
+            save_checkpoint(self.ema.checkpoint(checkpoint), self.run_dir.ema_path)
+        keep = self.config.train.keep_last
+        self.run_dir.save(checkpoint, state.step, keep, numbered=numbered, best=best)
 
     def start(self, resume: bool, metrics: MetricsLog, log: Callable[[str], None]) -> TrainState:
         """The counters to start from: checkpoint_last.pt's with `resume` (see `resume`), else
@@ -170,8 +170,8 @@ class TrainingCheckpoints:
             batches=self.batches,
             ema=self.ema,
         )
-        if self.ema is not None and checkpoint.get("ema") is None:
-            log(f"{path} holds no moving average of the weights: it starts here (train.ema_decay)")
+        for note in ema_changes(checkpoint.get("ema"), self.ema, self.run_dir.ema_path):
+            log(f"{path}: {note}")
         for change in changed_settings(self.optimizer, checkpoint["optimizer"]):
             log(f"{path}: {change} (the configured value applies from here on)")
         rng = checkpoint["rng"]

@@ -90,12 +90,14 @@ class ExponentialMovingAverage:
             training: The training checkpoint written at the same step (`training_checkpoint`).
 
         Returns:
-            Its config, SentencePiece model(s) and step, with the average as "model" and
-            "ema_decay": the format of an averaged checkpoint (`train/average.py`).
+            Its config, SentencePiece model(s) and step, with the average as "model",
+            "ema_decay" and "ema_updates" (the updates averaged, fewer than the step when the
+            average started on a resume): the format of an averaged checkpoint
+            (`train/average.py`).
         """
         result = {name: training[name] for name in KEPT_ENTRIES if name in training}
         result["model"] = self.model_state_dict()
-        result["ema_decay"] = self.decay
+        result["ema_decay"], result["ema_updates"] = self.decay, self.updates
         return result
 
     def state_dict(self) -> dict:
@@ -121,3 +123,30 @@ class ExponentialMovingAverage:
         for name, value in saved.items():
             self.average[name].copy_(value)
         self.updates = int(state["updates"])
+
+
+def ema_changes(
+    saved: dict | None, ema: ExponentialMovingAverage | None, ema_path: Path
+) -> list[str]:
+    """What a resume changes about the moving average, one line each (none when nothing does).
+
+    Args:
+        saved: The checkpoint's "ema" entry (None: the run kept no average).
+        ema: This run's average (None: `train.ema_decay` is null).
+        ema_path: The run's checkpoint_ema.pt.
+    """
+    if ema is None:
+        if saved is None:
+            return []
+        return [
+            f"train.ema_decay is null now: the moving average of the weights ends here, and "
+            f"{ema_path} stays as it is (of an earlier step)"
+        ]
+    if saved is None:
+        return ["it holds no moving average of the weights: it starts here (train.ema_decay)"]
+    if saved["decay"] != ema.decay:
+        return [
+            f"train.ema_decay: {saved['decay']} in the checkpoint, {ema.decay} now "
+            "(the configured value applies from here on)"
+        ]
+    return []
