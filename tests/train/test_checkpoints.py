@@ -12,49 +12,24 @@ import threading
 import time
 from functools import partial
 
-import numpy as np
 import pytest
 import torch
 
 from transformer.checkpoint import read_checkpoint, save_checkpoint
 from transformer.config import Config
-from transformer.data.batching import BatchIterator
-from transformer.data.dataset import ParallelDataset
 from transformer.train import checkpoints as checkpoints_module
 from transformer.train.checkpoints import TrainingCheckpoints
 from transformer.train.config import TrainConfig
 from transformer.train.distributed import DistributedContext
 from transformer.train.ema import ExponentialMovingAverage
-from transformer.train.optim import build_lr_schedule, build_optimizer
-from transformer.train.precision import grad_scaler
 from transformer.train.prefetch import Prefetcher
 from transformer.train.run_directory import RunDirectory
 from transformer.train.state import TrainState, capture_rng_state
-from transformer.train.training_checkpoint import restore_training_checkpoint, training_checkpoint
-
-TIED_COPIES_THAT_DIFFER = [
-    (True, "tgt_embed.weight", "'src_embed.weight' and 'tgt_embed.weight'"),
-    (True, "output_projection.weight", "'src_embed.weight' and 'output_projection.weight'"),
-    (False, "output_projection.weight", "'tgt_embed.weight' and 'output_projection.weight'"),
-]
-
-
-def _components(model, train: TrainConfig | None = None):
-    """Optimizer, schedule, scaler and batch iterator of a run training `model`."""
-    train = train or TrainConfig(warmup_steps=10)
-    optimizer = build_optimizer(model, train)
-    schedule = build_lr_schedule(optimizer, train, model.config.d_model)
-    rng = np.random.default_rng(0)
-    lengths = rng.integers(1, 8, 40)
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    tokens = rng.integers(4, model.config.vocab_size, int(offsets[-1])).astype(np.uint16)
-    data = ParallelDataset(tokens, offsets, tokens, offsets, np.arange(40))
-    batches = BatchIterator(data, 64, seed=1)
-    return optimizer, schedule, grad_scaler("fp32", torch.device("cpu")), batches
+from transformer.train.training_checkpoint import training_checkpoint
 
 
 def _saved_run(tmp_path, model, tokenizer, components, step: int):
-    """Write the training checkpoint of `model` and its `_components` at `step` as
+    """Write the training checkpoint of `model` and its `training_components` at `step` as
     `tmp_path`/checkpoint_last.pt; returns (config, run directory)."""
     optimizer, schedule, scaler, batches = components
     config = Config(model=model.config)
@@ -75,59 +50,15 @@ def _saved_run(tmp_path, model, tokenizer, components, step: int):
     return config, run_dir
 
 
-def test_a_restored_run_holds_exactly_what_the_saved_run_held(make_model, tiny_tokenizer):
-    model = make_model(tiny_tokenizer.vocab_size, dropout=0.0).train()
-    optimizer, schedule, scaler, batches = _components(model)
-    stream = iter(batches)
-    for _ in range(3):  # three updates: Adam has moments, the schedule and batches moved on
-        batch = next(stream)
-        model(batch.src, batch.tgt_in).logsumexp(-1).mean().backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        schedule.step()
-    state = TrainState(step=3, best_metric=2.5, best_step=2, elapsed_seconds=12.0)
-    checkpoint = training_checkpoint(
-        model=model,
-        config=Config(model=model.config),
-        tokenizer=tiny_tokenizer,
-        optimizer=optimizer,
-        schedule=schedule,
-        scaler=scaler,
-        batches=batches,
-        rng=[capture_rng_state()],
-        state=state,
-        precision="fp32",
-    )
-    assert checkpoint["step"] == 3 and checkpoint["world_size"] == 1
-    fresh = make_model(tiny_tokenizer.vocab_size, seed=1, dropout=0.0)
-    components = _components(fresh)
-    restored = restore_training_checkpoint(
-        checkpoint,
-        "run/checkpoint_last.pt",
-        model=fresh,
-        optimizer=components[0],
-        schedule=components[1],
-        scaler=components[2],
-        batches=components[3],
-    )
-    assert restored == state
-    torch.testing.assert_close(fresh.state_dict(), model.state_dict(), rtol=0, atol=0)
-    torch.testing.assert_close(components[0].state_dict(), optimizer.state_dict(), rtol=0, atol=0)
-    assert components[1].state_dict() == schedule.state_dict()
-    assert components[1].lr == schedule.lr
-    assert components[3].state_dict() == batches.state_dict() == {"epoch": 1, "index": 3}
-    assert torch.equal(next(iter(components[3])).src, next(stream).src)
-
-
 def test_resuming_on_a_gpu_reads_the_checkpoint_to_the_cpu(
-    tmp_path, make_model, tiny_tokenizer, monkeypatch
+    tmp_path, make_model, tiny_tokenizer, monkeypatch, training_components
 ):
     """A checkpoint read straight to the GPU would put the saved RNG states there, and
     `restore_rng_state` needs them on the CPU. Simulated with a context on cuda:0 and the
     components on the CPU: reading to cuda:0 fails on a machine without CUDA, as `.numpy()` of
     a CUDA tensor fails on one with it; reading to the CPU and loading works on both."""
     model = make_model(tiny_tokenizer.vocab_size, dropout=0.0)
-    config, run_dir = _saved_run(tmp_path, model, tiny_tokenizer, _components(model), 4)
+    config, run_dir = _saved_run(tmp_path, model, tiny_tokenizer, training_components(model), 4)
     places = []
 
     def spy(path, map_location="cpu"):
@@ -138,7 +69,7 @@ def test_resuming_on_a_gpu_reads_the_checkpoint_to_the_cpu(
     fresh = make_model(tiny_tokenizer.vocab_size, seed=1, dropout=0.0)
     context = DistributedContext(device=torch.device("cuda", 0))
     training = TrainingCheckpoints(
-        run_dir, context, config, tiny_tokenizer, "fp32", fresh, *_components(fresh)
+        run_dir, context, config, tiny_tokenizer, "fp32", fresh, *training_components(fresh)
     )
     assert training.resume(log=print) == TrainState(step=4)
     assert places == ["cpu"]
@@ -146,13 +77,13 @@ def test_resuming_on_a_gpu_reads_the_checkpoint_to_the_cpu(
 
 
 def test_a_run_resumed_with_other_adam_settings_uses_them_and_says_so(
-    tmp_path, make_model, tiny_tokenizer
+    tmp_path, make_model, tiny_tokenizer, training_components
 ):
     """Saved with weight decay 0, resumed with `train.weight_decay: 0.1` in AdamW's form: the
     optimizer holds the configured settings (not the saved ones, as `load_state_dict` alone
     would leave it) and the saved moments, and the log names each changed key once."""
     model = make_model(tiny_tokenizer.vocab_size, dropout=0.0)
-    components = _components(model)
+    components = training_components(model)
     optimizer, batches = components[0], components[3]
     batch = next(iter(batches))
     model(batch.src, batch.tgt_in).logsumexp(-1).mean().backward()
@@ -160,7 +91,7 @@ def test_a_run_resumed_with_other_adam_settings_uses_them_and_says_so(
     config, run_dir = _saved_run(tmp_path, model, tiny_tokenizer, components, 1)
     train = TrainConfig(warmup_steps=10, weight_decay=0.1, decoupled_weight_decay=True)
     fresh = make_model(tiny_tokenizer.vocab_size, seed=1, dropout=0.0)
-    components = _components(fresh, train)
+    components = training_components(fresh, train)
     training = TrainingCheckpoints(
         run_dir, DistributedContext(), config, tiny_tokenizer, "fp32", fresh, *components
     )
@@ -190,22 +121,6 @@ def test_optimizer_state_from_the_cpu_follows_the_parameters_device():
     resumed.load_state_dict(adam.state_dict())
     state = resumed.state[on_device]
     assert state["exp_avg"].device == state["exp_avg_sq"].device == torch.device("meta")
-
-
-@pytest.mark.parametrize("share, changed, keys", TIED_COPIES_THAT_DIFFER)
-def test_resuming_refuses_tied_copies_that_differ(
-    tmp_path, make_model, tiny_tokenizer, checkpoint_state, share, changed, keys
-):
-    model = make_model(tiny_tokenizer.vocab_size, share_embeddings=share)
-    weights = {key: value.clone() for key, value in model.state_dict().items()}  # own storage
-    weights[changed][0, 0] -= 0.5
-    training = {"optimizer": {}, "lr_scheduler": {}, "data_position": {}, "train_state": {}}
-    checkpoint = checkpoint_state(model, tiny_tokenizer, 7, model=weights, **training)
-    path = tmp_path / "checkpoint_last.pt"
-    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}: tied weights {keys} differ"):
-        restore_training_checkpoint(  # the components after the weights are never reached
-            checkpoint, path, model=model, optimizer=None, schedule=None, scaler=None, batches=None
-        )
 
 
 KILL_AT_STEP_5 = """
@@ -321,13 +236,13 @@ def test_resuming_a_run_that_read_batches_ahead_is_bit_identical(tmp_path, tiny_
     ],
 )
 def test_a_resume_names_each_change_of_the_moving_average(
-    tmp_path, make_model, tiny_tokenizer, saved, configured, note
+    tmp_path, make_model, tiny_tokenizer, saved, configured, note, training_components
 ):
     """Saved with or without an average (`train.ema_decay`), resumed with the same, another or
     no decay: one line per change, naming the checkpoint; the average goes on from the saved
     one (its update count too) or starts from the resumed weights."""
     model = make_model(tiny_tokenizer.vocab_size, dropout=0.0)
-    components = _components(model)
+    components = training_components(model)
     config = Config(model=model.config)
     checkpoint = training_checkpoint(
         model=model, config=config, tokenizer=tiny_tokenizer, optimizer=components[0],
@@ -343,7 +258,7 @@ def test_a_resume_names_each_change_of_the_moving_average(
     ema = None if configured is None else ExponentialMovingAverage(fresh, configured)
     training = TrainingCheckpoints(
         run_dir, DistributedContext(), config, tiny_tokenizer, "fp32", fresh,
-        *_components(fresh), ema=ema,
+        *training_components(fresh), ema=ema,
     )  # fmt: skip
     lines = []
     training.resume(log=lines.append)
@@ -359,14 +274,16 @@ def test_a_resume_names_each_change_of_the_moving_average(
             torch.testing.assert_close(ema.average[name], value, rtol=0, atol=0)
 
 
-def test_checkpoint_ema_is_written_with_checkpoint_last_only(tmp_path, make_model, tiny_tokenizer):
+def test_checkpoint_ema_is_written_with_checkpoint_last_only(
+    tmp_path, make_model, tiny_tokenizer, training_components
+):
     """A save of checkpoint_best.pt alone (a best validation between two saves) leaves
     checkpoint_ema.pt as it is, so that it is never of a later step than checkpoint_last.pt."""
     model = make_model(tiny_tokenizer.vocab_size, dropout=0.0)
     run_dir = RunDirectory(tmp_path)
     training = TrainingCheckpoints(
         run_dir, DistributedContext(), Config(model=model.config), tiny_tokenizer, "fp32", model,
-        *_components(model), ema=ExponentialMovingAverage(model, 0.9),
+        *training_components(model), ema=ExponentialMovingAverage(model, 0.9),
     )  # fmt: skip
     training.save(TrainState(step=2), numbered=False, best=False)
     training.save(TrainState(step=3), numbered=False, best=True)
