@@ -28,9 +28,9 @@ from transformer.train.state import TrainState, capture_rng_state
 from transformer.train.training_checkpoint import training_checkpoint
 
 
-def _saved_run(tmp_path, model, tokenizer, components, step: int):
-    """Write the training checkpoint of `model` and its `training_components` at `step` as
-    `tmp_path`/checkpoint_last.pt; returns (config, run directory)."""
+def _saved_run(tmp_path, model, tokenizer, components, step: int, ema=None):
+    """Write the training checkpoint of `model` and its `training_components` (and moving
+    average `ema`) at `step` as `tmp_path`/checkpoint_last.pt; returns (config, run directory)."""
     optimizer, schedule, scaler, batches = components
     config = Config(model=model.config)
     checkpoint = training_checkpoint(
@@ -44,6 +44,7 @@ def _saved_run(tmp_path, model, tokenizer, components, step: int):
         rng=[capture_rng_state()],
         state=TrainState(step=step),
         precision="fp32",
+        ema=ema,
     )
     run_dir = RunDirectory(tmp_path)
     save_checkpoint(checkpoint, run_dir.last_path)
@@ -242,18 +243,11 @@ def test_a_resume_names_each_change_of_the_moving_average(
     no decay: one line per change, naming the checkpoint; the average goes on from the saved
     one (its update count too) or starts from the resumed weights."""
     model = make_model(tiny_tokenizer.vocab_size, dropout=0.0)
+    saved_ema = None if saved is None else ExponentialMovingAverage(model, saved)
+    if saved_ema is not None:
+        saved_ema.updates = 3
     components = training_components(model)
-    config = Config(model=model.config)
-    checkpoint = training_checkpoint(
-        model=model, config=config, tokenizer=tiny_tokenizer, optimizer=components[0],
-        schedule=components[1], scaler=components[2], batches=components[3],
-        rng=[capture_rng_state()], state=TrainState(step=3), precision="fp32",
-        ema=None if saved is None else ExponentialMovingAverage(model, saved),
-    )  # fmt: skip
-    if saved is not None:
-        checkpoint["ema"]["updates"] = 3
-    run_dir = RunDirectory(tmp_path)
-    save_checkpoint(checkpoint, run_dir.last_path)
+    config, run_dir = _saved_run(tmp_path, model, tiny_tokenizer, components, 3, saved_ema)
     fresh = make_model(tiny_tokenizer.vocab_size, seed=1, dropout=0.0)
     ema = None if configured is None else ExponentialMovingAverage(fresh, configured)
     training = TrainingCheckpoints(
