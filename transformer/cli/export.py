@@ -25,6 +25,7 @@ exits 1 with one line naming it. Exit status: the rule of `transformer.cli.commo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -39,7 +40,7 @@ from transformer.cli.values import file_name, integer, number
 from transformer.data.corpus import read_lines
 from transformer.export.ctranslate2 import QUANTIZATIONS, export_ctranslate2
 from transformer.export.ctranslate2_parity import check_ctranslate2
-from transformer.export.extra import MissingExtraError
+from transformer.export.extra import MissingExtraError, import_extra
 from transformer.export.huggingface import check_exportable, export_huggingface
 from transformer.export.huggingface_parity import check_huggingface
 from transformer.export.parity import CHECK_SENTENCES
@@ -163,16 +164,17 @@ def _export(args: argparse.Namespace) -> None:
                     args, model, tokenizer, config, staging, sentences, references, alpha, settings
                 )
         else:
-            export_huggingface(model, tokenizer, staging)
-            if args.check:
-                results = check_huggingface(
-                    model,
-                    tokenizer,
-                    staging,
-                    sentences,
-                    min_identical=args.min_identical,
-                    **settings,
-                )
+            with _without_progress_bars():
+                export_huggingface(model, tokenizer, staging)
+                if args.check:
+                    results = check_huggingface(
+                        model,
+                        tokenizer,
+                        staging,
+                        sentences,
+                        min_identical=args.min_identical,
+                        **settings,
+                    )
         for result in results:
             print(result.line())
         failed = [result for result in results if not result.passed]
@@ -190,6 +192,23 @@ def _export(args: argparse.Namespace) -> None:
             shutil.rmtree(staging)
     checked = "parity checked" if args.check else "parity NOT checked (--no-check)"
     print(f"exported {path} -> {output} ({args.to}, {checked})")
+
+
+@contextlib.contextmanager
+def _without_progress_bars():
+    """Turn transformers' progress bars off ("Loading weights: 100%|...") while it runs.
+
+    The command prints one line per check; the library's bars on stderr would come between
+    them. Its setting is restored afterwards, for callers of `main` in Python.
+    """
+    logging = import_extra("transformers").utils.logging
+    shown = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            logging.enable_progress_bar()
 
 
 def _check_ctranslate2(
