@@ -107,3 +107,31 @@ def test_the_moving_average_is_saved_and_restored_with_its_update_count(
     assert restored.updates == 1
     for name, value in ema.average.items():
         assert torch.equal(restored.average[name], value), name
+
+
+@pytest.mark.parametrize(
+    "key", ["optimizer", "lr_scheduler", "scaler", "data_position", "train_state", "ema"]
+)
+@pytest.mark.parametrize("entry", [{"unexpected": 1}, "text", [1, 2]])
+def test_a_malformed_entry_is_one_error_naming_the_file_and_the_entry(
+    tmp_path, make_model, tiny_tokenizer, training_components, key, entry
+):
+    model = make_model(tiny_tokenizer.vocab_size, dropout=0.0)
+    ema = ExponentialMovingAverage(model, 0.9)
+    optimizer, schedule, _, batches = training_components(model)
+    scaler = torch.amp.GradScaler("cpu")  # enabled, so that its entry is loaded
+    checkpoint = training_checkpoint(
+        model=model, config=Config(model=model.config), tokenizer=tiny_tokenizer,
+        optimizer=optimizer, schedule=schedule, scaler=scaler, batches=batches,
+        rng=[capture_rng_state()], state=TrainState(step=1), precision="fp32", ema=ema,
+    )  # fmt: skip
+    checkpoint[key] = entry  # a hand-edited file, or one of another format
+    path = tmp_path / "checkpoint_last.pt"
+    fresh = make_model(tiny_tokenizer.vocab_size, seed=1, dropout=0.0)
+    optimizer, schedule, _, batches = training_components(fresh)
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}: its '{key}' entry"):
+        restore_training_checkpoint(
+            checkpoint, path, model=fresh, optimizer=optimizer, schedule=schedule,
+            scaler=torch.amp.GradScaler("cpu"), batches=batches,
+            ema=ExponentialMovingAverage(fresh, 0.9),
+        )  # fmt: skip

@@ -10,6 +10,7 @@ loads it into fresh components, so that a resumed run goes on as if it had not s
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from pathlib import Path
 
@@ -94,8 +95,8 @@ def restore_training_checkpoint(
 
     Raises:
         ValueError: when the weights do not fit `model` (another architecture), copies of a
-            tied matrix differ (`check_tied_weights`), or the file holds no training state (an
-            averaged checkpoint), naming `path`.
+            tied matrix differ (`check_tied_weights`), the file holds no training state (an
+            averaged checkpoint), or an entry is malformed (a hand-edited file), naming `path`.
     """
     needed = ("optimizer", "lr_scheduler", "data_position", "train_state")
     missing = [k for k in needed if k not in checkpoint]
@@ -113,16 +114,34 @@ def restore_training_checkpoint(
             f"{path} does not fit the configured model ({_difference(checkpoint, model)}); "
             "use --no-resume or another train.output_dir"
         ) from error
-    load_optimizer_state(optimizer, checkpoint["optimizer"])
-    schedule.load_state_dict(checkpoint["lr_scheduler"])
+    with _entry(path, "optimizer"):
+        load_optimizer_state(optimizer, checkpoint["optimizer"])
+    with _entry(path, "lr_scheduler"):
+        schedule.load_state_dict(checkpoint["lr_scheduler"])
     if scaler.is_enabled() and checkpoint["scaler"]:
-        scaler.load_state_dict(checkpoint["scaler"])
-    batches.load_state_dict(checkpoint["data_position"])
+        with _entry(path, "scaler"):
+            scaler.load_state_dict(checkpoint["scaler"])
+    with _entry(path, "data_position"):
+        batches.load_state_dict(checkpoint["data_position"])
     if ema is not None and checkpoint.get("ema") is not None:
-        ema.load_state_dict(checkpoint["ema"], path)
+        with _entry(path, "ema"):
+            ema.load_state_dict(checkpoint["ema"], path)
     elif ema is not None:
         ema.restart()
-    return TrainState(**checkpoint["train_state"])
+    with _entry(path, "train_state"):
+        return TrainState(**checkpoint["train_state"])
+
+
+@contextlib.contextmanager
+def _entry(path: str | Path, key: str):
+    """Turn a malformed entry's KeyError or TypeError (a hand-edited file) into one line."""
+    try:
+        yield
+    except (KeyError, TypeError, AttributeError, IndexError) as error:
+        raise ValueError(
+            f"{path}: its {key!r} entry does not load ({type(error).__name__}: {error}); "
+            "use --no-resume or another train.output_dir"
+        ) from error
 
 
 def _difference(checkpoint: dict, model: torch.nn.Module) -> str:
