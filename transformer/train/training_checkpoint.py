@@ -134,7 +134,7 @@ def restore_training_checkpoint(
 
 @contextlib.contextmanager
 def _entry(path: str | Path, key: str):
-    """Turn a malformed entry's KeyError or TypeError (a hand-edited file) into one line."""
+    """Turn the error of loading a malformed entry (a hand-edited file) into one line."""
     try:
         yield
     except (KeyError, TypeError, AttributeError, IndexError) as error:
