@@ -15,9 +15,10 @@ user gets from the CLI):
 2. `transformer-train --config configs/multi30k.yaml` on the GPU when present; on a CPU one
    process per core with one thread each, under torchrun (`transformer/cli/torchrun.py`,
    `transformer/cpu/processes.py`; `--processes N` to choose);
-3. `transformer-average --last N` over the run's last 5 and last 10 checkpoints (and the
-   moving average of the weights, checkpoint_ema.pt, where `train.ema_decay` kept one);
-4. `transformer-evaluate` on the validation set with each average and beam 4 and 6 (alpha 2.5,
+3. `transformer-average --last N` over the run's last 5 and last 10 checkpoints (beside the
+   last checkpoint itself, and the moving average of the weights, checkpoint_ema.pt, where
+   `train.ema_decay` kept one);
+4. `transformer-evaluate` on the validation set with each of them and beam 4 and 6 (alpha 2.5,
    the config's), and on test_2016_flickr with the pair that scored best on validation
    (`scripts/validation_choice.py`; `--average-last 5 --beam-sizes 4` decodes as the paper);
 5. print a results table and write `results/multi30k_<src>-<tgt>.json`.
@@ -123,7 +124,7 @@ def _job(argv: list[str] | None) -> int:
         "--average-last",
         default=",".join(map(str, validation_choice.AVERAGE_LAST)),
         help="how many of the last checkpoints to average, one or several to choose from on "
-        "the validation set (5,10)",
+        "the validation set; 1: the last checkpoint itself (5,10,1)",
     )
     parser.add_argument(
         "--beam-sizes",

@@ -7,7 +7,9 @@ set" (section 6.1) and averaged the last 5 checkpoints (base) or 20 (big). On Mu
 fast, and its older checkpoints pull the average down. So the quickstart averages the last N
 of each count it is given, decodes the validation set with each beam size, and decodes the
 test set once, with the pair that scored the highest validation BLEU (sacreBLEU). The test set
-plays no part in the choice. A run that kept a moving average of its weights
+plays no part in the choice. A count of 1 is the last checkpoint itself, not averaged: a run
+whose rate cools down to 0 at its end (`train.cooldown_fraction`) often ends on weights better
+than any average over the cooldown. A run that kept a moving average of its weights
 (`train.ema_decay`) adds its `checkpoint_ema.pt` to the averages, when it is of the step of the
 newest numbered checkpoint.
 """
@@ -23,15 +25,17 @@ from pathlib import Path
 from transformer.train.run_directory import NUMBERED, RunDirectory
 
 # The defaults of `make demo` (results/recipe-2026-12-04/README.md): the paper's last 5 and
-# beam 4, and the last 10 (every checkpoint `train.keep_last` keeps) and beam 6.
-AVERAGE_LAST = (5, 10)
+# beam 4, and the last 10 (every checkpoint `train.keep_last` keeps) and beam 6; and the last
+# checkpoint alone (results/recipe-2026-12-06b/README.md).
+AVERAGE_LAST = (5, 10, 1)
 BEAM_SIZES = (4, 6)
 
 
 @dataclass(frozen=True)
 class Choice:
-    """One way to decode: the average of the last `average_last` checkpoints (None: the moving
-    average of the weights, checkpoint_ema.pt), `beam_size` beams."""
+    """One way to decode: the average of the last `average_last` checkpoints (1: the last
+    checkpoint itself; None: the moving average of the weights, checkpoint_ema.pt),
+    `beam_size` beams."""
 
     average_last: int | None
     beam_size: int
@@ -41,12 +45,15 @@ class Choice:
         """The checkpoint decoded, in words."""
         if self.average_last is None:
             return "the moving average of the weights (checkpoint_ema.pt)"
+        if self.average_last == 1:
+            return "the last checkpoint"
         return f"the average of the last {self.average_last}"
 
     @property
     def stem(self) -> str:
-        """The file-name stem of its validation outputs: avg<N>.beam<K> or ema.beam<K>."""
-        weights = "ema" if self.average_last is None else f"avg{self.average_last}"
+        """The file-name stem of its validation outputs: avg<N>.beam<K>, last.beam<K> (N = 1)
+        or ema.beam<K>."""
+        weights = {None: "ema", 1: "last"}.get(self.average_last, f"avg{self.average_last}")
         return f"{weights}.beam{self.beam_size}"
 
 
@@ -183,8 +190,9 @@ def average_and_choose(
     python: str,
 ) -> tuple[Choice, Path, list[dict]]:
     """Average the run's last checkpoints (`transformer-average --last N`, one file per count:
-    `checkpoint_avg<N>.pt`) and choose the average and beam size on the validation set; the
-    moving average of the weights is a candidate too where the run kept one (`ema_checkpoint`).
+    `checkpoint_avg<N>.pt`; for N = 1 the newest numbered checkpoint itself) and choose the
+    average and beam size on the validation set; the moving average of the weights is a
+    candidate too where the run kept one (`ema_checkpoint`).
 
     Args:
         run_dir: The run directory (its numbered checkpoints).
@@ -203,7 +211,8 @@ def average_and_choose(
     Raises:
         ValueError: the run directory holds no numbered checkpoint.
     """
-    available = len(RunDirectory(run_dir).numbered_checkpoints())
+    numbered = RunDirectory(run_dir).numbered_checkpoints()
+    available = len(numbered)
     averages = plan_averages(average_last, available)
     if max(average_last) > available:
         print(
@@ -213,6 +222,9 @@ def average_and_choose(
         )
     averaged: dict[int | None, Path] = {}
     for count in averages:
+        if count == 1:  # the last checkpoint itself: nothing to average
+            averaged[count] = numbered[-1]
+            continue
         averaged[count] = run_dir / f"checkpoint_avg{count}.pt"
         average = ["--last", str(count), "--dir", str(run_dir), "--output", str(averaged[count])]
         run([python, "-m", "transformer.cli.average", *average])

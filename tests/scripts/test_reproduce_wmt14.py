@@ -118,10 +118,12 @@ def test_quickstart_end_to_end_with_a_relative_data_dir(tmp_path, shared_data, m
     assert len(hyp.read_text(encoding="utf-8").splitlines()) == 12
     result = json.loads((run_dir / "multi30k_en-de.mini.json").read_text())
     assert result["test_set"].endswith("mini (12 sentences)")
-    # The average and beam size were chosen on the validation set: 6 checkpoints, so the last 5
-    # and all 6, each with beam 4 and 6; the test set was decoded with the best of the four.
+    # The average and beam size were chosen on the validation set: 6 checkpoints, so the last 5,
+    # all 6 and the last one alone, each with beam 4 and 6; the test set was decoded with the
+    # best of the six.
     rows = result["validation"]["bleu"]
-    assert [(r["average_last"], r["beam_size"]) for r in rows] == [(5, 4), (5, 6), (6, 4), (6, 6)]
+    pairs = [(r["average_last"], r["beam_size"]) for r in rows]
+    assert pairs == [(5, 4), (5, 6), (6, 4), (6, 6), (1, 4), (1, 6)]
     (chosen,) = [r for r in rows if r["chosen"]]
     assert chosen["bleu"] == max(r["bleu"] for r in rows)
     assert result["checkpoint"]["averaged_last"] == chosen["average_last"]

@@ -62,7 +62,12 @@ def _fake_steps(run_dir, bleu):
             (run_dir / value["--output"]).write_bytes(b"averaged")
         else:
             name = value["--checkpoint"].rsplit("/", 1)[1]
-            average = None if name == "checkpoint_ema.pt" else int(name[len("checkpoint_avg") : -3])
+            if name == "checkpoint_ema.pt":
+                average = None
+            elif name.startswith("checkpoint_avg"):
+                average = int(name[len("checkpoint_avg") : -3])
+            else:  # a numbered checkpoint itself: the last one, not averaged
+                average = 1
             score = bleu(average, int(value["--beam-size"]))
             report = {"scores": {"bleu": score}}
             (run_dir / value["--json"]).write_text(json.dumps(report))
@@ -101,6 +106,42 @@ def test_every_average_is_decoded_with_every_beam_and_the_best_chosen(tmp_path, 
         (a, b, bleu) for (a, b), bleu in table.items()
     ]
     assert [r["chosen"] for r in rows] == [False, True, False, False]
+
+
+@pytest.mark.parametrize("last_wins", [True, False])
+def test_the_last_checkpoint_itself_is_a_candidate_without_averaging(tmp_path, capsys, last_wins):
+    """A count of 1 decodes the newest numbered checkpoint (by step, not by name: 1400 after
+    200) as it is: no `transformer-average` for it, no checkpoint_avg1.pt; its validation files
+    are last.beam<K>, and it is chosen only when it scores highest."""
+    for step in (200, 400, 600, 800, 1000, 1200, 1400):
+        (tmp_path / f"checkpoint_{step}.pt").write_bytes(b"")
+    table = {(5, 4): 40.1, (5, 6): 40.6, (1, 4): 41.0 if last_wins else 40.2, (1, 6): 40.5}
+    commands, run = _fake_steps(tmp_path, lambda a, b: table[(a, b)])
+    valid = (tmp_path / "val.en", tmp_path / "val.de")
+    chosen, path, rows = validation_choice.average_and_choose(
+        tmp_path, [5, 1], [4, 6], valid, "de", 2.5, run, "py"
+    )
+    averages = [c for c in commands if "transformer.cli.average" in c]
+    assert [c[c.index("--last") + 1] for c in averages] == ["5"]
+    assert not (tmp_path / "checkpoint_avg1.pt").exists()
+    decoded = [c[c.index("--checkpoint") + 1] for c in commands if "transformer.cli.evaluate" in c]
+    assert decoded[2:] == [str(tmp_path / "checkpoint_1400.pt")] * 2
+    assert (tmp_path / "valid" / "last.beam4.json").is_file()
+    assert [(r["average_last"], r["beam_size"]) for r in rows] == list(table)
+    out = capsys.readouterr().out
+    if last_wins:
+        assert chosen == Choice(1, 4) and path == tmp_path / "checkpoint_1400.pt"
+        assert "validation BLEU 41.00: the last checkpoint, beam 4 (chosen)" in out
+    else:
+        assert chosen == Choice(5, 6) and path == tmp_path / "checkpoint_avg5.pt"
+        assert "validation BLEU 40.20: the last checkpoint, beam 4\n" in out
+
+
+def test_the_defaults_try_the_last_checkpoint_beside_the_paper_s_average():
+    """`make demo` chooses among the last 5 (first: it wins ties), the last 10 and the last
+    checkpoint alone, each with beam 4 and 6 (results/recipe-2026-12-06b/)."""
+    assert validation_choice.AVERAGE_LAST == (5, 10, 1)
+    assert validation_choice.BEAM_SIZES == (4, 6)
 
 
 def test_a_single_choice_decodes_nothing_on_validation(tmp_path):
