@@ -148,7 +148,7 @@ def _job(argv: list[str] | None) -> int:
         "--beam-sizes, --processes or overrides)",
     )
     parser.add_argument("overrides", nargs="*", help="extra config overrides (section.key=value)")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # overrides before, between or after the options
     problem = None  # checked before an hour of training, not after it
     if args.processes is not None and args.processes < 1:
         problem = f"--processes ({args.processes}) must be at least 1"
@@ -273,12 +273,13 @@ def _job(argv: list[str] | None) -> int:
     }
     out = results_dir / f"{stem}.json"
     atomic_write_text(out, json.dumps(result, indent=2) + "\n")
+    speed = summary["tokens_per_second"]  # None before the first train.log_interval_steps
     rows = [
         ("sacreBLEU BLEU", f"{result['bleu']:.2f}  ({result['signature']})"),
         ("chrF", f"{result['chrf']:.2f}  ({result['chrf_signature']})"),
         ("tokenized BLEU (paper-style)", f"{result['tokenized_bleu']:.2f}"),
         ("training", f"{summary['train_minutes']:.1f} min, {summary['steps']} updates"),
-        ("throughput", f"{summary['tokens_per_second']} target tokens/s"),
+        ("throughput", f"{speed} target tokens/s" if speed else "n/a (no training record yet)"),
         ("this command", f"{result['job_minutes']:.1f} min (training included, if it ran)"),
     ]
     print(

@@ -257,6 +257,19 @@ def test_the_demo_on_two_cpu_cores_trains_two_one_thread_processes(shared_data, 
     assert not any(a.startswith("train.num_threads=") for a in single)
 
 
+def test_overrides_may_come_between_and_before_the_options(shared_data, monkeypatch):
+    """`DEMO_ARGS="--max-minutes 1 train.save_interval_steps=20 --processes 1 train.seed=3"`
+    was "unrecognized arguments: train.seed=3" (#17, new-user pass): every override reaches
+    the training command, in order, wherever it stands."""
+    monkeypatch.setenv("TRANSFORMER_DATA_DIR", str(shared_data))
+    argv = ["train.seed=2", "--max-minutes", "1", "train.save_interval_steps=20"]
+    argv += ["--processes", "1", "train.seed=3"]
+    command = _planned_training(monkeypatch, argv, cores=2)
+    assert command[1:3] == ["-m", "transformer.cli.train"]
+    given = [a for a in command if a.startswith(("train.seed=", "train.save_interval_steps="))]
+    assert given == ["train.seed=2", "train.save_interval_steps=20", "train.seed=3"]
+
+
 def test_processes_and_threads_given_by_the_user_are_kept(shared_data, monkeypatch):
     monkeypatch.setenv("TRANSFORMER_DATA_DIR", str(shared_data))
     argv = ["--processes", "1", "--max-minutes", "3"]

@@ -167,6 +167,14 @@ def test_summary_is_what_the_records_say(tmp_path):
     }
 
 
+def test_summary_without_a_training_record_has_no_speed(tmp_path):
+    """A run shorter than log_interval_steps once reported "throughput 0 target tokens/s"
+    (#17, new-user pass): no training record means no speed (None), not zero."""
+    log = MetricsLog(tmp_path / "metrics.jsonl")
+    log.write({"type": "valid", "step": 17, "loss": 7.0, "elapsed_minutes": 0.5})
+    assert log.summary()["tokens_per_second"] is None
+
+
 def test_summary_of_an_empty_log_names_the_file(tmp_path):
     with pytest.raises(ValueError, match="metrics.jsonl holds no records"):
         MetricsLog(tmp_path / "metrics.jsonl").summary()

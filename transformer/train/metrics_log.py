@@ -74,7 +74,8 @@ class MetricsLog:
 
         Returns:
             `train_minutes` (the last `elapsed_minutes`), `steps` (the last step),
-            `tokens_per_second` (the mean over the training records, rounded) and
+            `tokens_per_second` (the mean over the training records, rounded; None when no
+            training record was logged yet, as in a run shorter than `log_interval_steps`) and
             `learning_curve` (each validation's step, minutes, loss and BLEU when logged).
 
         Raises:
@@ -90,7 +91,7 @@ class MetricsLog:
         return {
             "train_minutes": round(max(r.get("elapsed_minutes", 0.0) for r in records), 2),
             "steps": max(r.get("step", 0) for r in records),
-            "tokens_per_second": round(sum(speeds) / max(len(speeds), 1)),
+            "tokens_per_second": round(sum(speeds) / len(speeds)) if speeds else None,
             "learning_curve": curve,
         }
 
