@@ -85,6 +85,9 @@ def test_a_resumed_run_shows_each_step_once_as_metrics_jsonl_does(tmp_path, tiny
     # Steps 3 and 4 were trained again: their speed differs from the first run's.
     assert expected["train/tokens_per_second"][2:] != first["train/tokens_per_second"][2:]
     assert events(run_dir / "tensorboard") == expected
+    # Rerunning the finished run trains nothing and adds no (empty) event file (#17, new user).
+    assert Trainer(tiny_run.load(overrides)).train().step == 4
+    assert len(list((run_dir / "tensorboard").glob("events.out.tfevents.*"))) == 2
 
     # A fresh start moves the earlier events aside with the earlier checkpoints and metrics.
     fresh = [*overrides, "train.max_steps=1"]

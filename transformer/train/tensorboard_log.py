@@ -78,19 +78,26 @@ class TensorBoardLog:
     """
 
     def __init__(self, directory: str | Path, purge_step: int | None = None) -> None:
-        SummaryWriter = summary_writer_class()
+        self.summary_writer = summary_writer_class()  # checked now, before any work
         self.directory = Path(directory)
-        self.writer = SummaryWriter(log_dir=str(self.directory), purge_step=purge_step)
+        self.purge_step = purge_step
+        self.writer = None  # opened by the first record: a rerun of a finished run adds no file
 
     def write(self, record: dict) -> None:
         """Add the scalars of `record` (`record_scalars`) at its step."""
+        if self.writer is None:
+            self.writer = self.summary_writer(
+                log_dir=str(self.directory), purge_step=self.purge_step
+            )
         for tag, value in record_scalars(record):
             self.writer.add_scalar(tag, value, global_step=record["step"])
 
     def flush(self) -> None:
         """Write the pending events to disk."""
-        self.writer.flush()
+        if self.writer is not None:
+            self.writer.flush()
 
     def close(self) -> None:
         """Flush and close the event file."""
-        self.writer.close()
+        if self.writer is not None:
+            self.writer.close()
