@@ -14,7 +14,7 @@ import sys
 import pytest
 import torch
 
-from transformer.evaluate.attention_maps import attention_weights
+from transformer.evaluate.attention_maps import AttentionMaps, attention_weights
 from transformer.evaluate.plot import AXIS_NAMES, draw_attention, image_format
 
 needs_matplotlib = pytest.mark.skipif(
@@ -126,3 +126,27 @@ def test_image_format_is_the_suffix_matplotlib_writes():
     ]
     with pytest.raises(ValueError, match=r"^m\.txt: matplotlib cannot write \.txt images; give"):
         image_format("m.txt")
+
+
+@needs_matplotlib
+def test_an_empty_translation_is_said_and_no_label_runs_into_the_title():
+    """A model that translated to nothing gave one-row panels whose y-axis label ran into the
+    title (#17, new-user pass): the title now says so, and matplotlib's own layout of the
+    drawn figure shows no label overlapping it."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    S = 8  # one query row (</s>) over 8 source pieces
+    weights = torch.softmax(torch.randn(2, 4, 1, S, generator=torch.Generator().manual_seed(0)), -1)
+    keys = [f"\u2581w{i}" for i in range(S)]
+    maps = AttentionMaps(weights, "cross", ["</s>"], keys, SOURCE, target="")
+    figure = draw_attention(maps, layer=1)
+    FigureCanvasAgg(figure).draw()
+    renderer = figure.canvas.get_renderer()
+    title = figure.get_suptitle()
+    assert title == "cross attention (the translation is empty)"
+    title_box = figure._suptitle.get_window_extent(renderer)
+    for ax in heatmap_axes(figure):
+        texts = [ax.title, ax.xaxis.label, ax.yaxis.label, *ax.get_yticklabels()]
+        assert not [
+            t.get_text() for t in texts if title_box.overlaps(t.get_window_extent(renderer))
+        ]

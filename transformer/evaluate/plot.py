@@ -100,7 +100,8 @@ def draw_attention(
     T, S = selected.shape[1:]
     n_cols = min(len(panels), 4)
     n_rows = -(-len(panels) // n_cols)
-    panel_w, panel_h = 1.5 + 0.32 * S, 1.2 + 0.32 * T
+    # At least 4 rows and columns of room: an empty translation (T = 1) still fits its labels.
+    panel_w, panel_h = 1.5 + 0.32 * max(S, 4), 1.2 + 0.32 * max(T, 4)
     figure = Figure(figsize=(panel_w * n_cols + 1.0, panel_h * n_rows), layout="constrained")
     image = None
     for index, (matrix, title) in enumerate(panels):
@@ -112,7 +113,8 @@ def draw_attention(
         ax.set_ylabel(AXIS_NAMES[maps.kind][0], fontsize=8)
         ax.set_xlabel(AXIS_NAMES[maps.kind][1], fontsize=8)
     figure.colorbar(image, ax=figure.axes, shrink=0.8, label="attention weight")
-    figure.suptitle(f"{maps.kind} attention", fontsize=10)
+    empty = maps.kind != "self" and not maps.target  # only </s> was predicted
+    figure.suptitle(f"{maps.kind} attention" + (" (the translation is empty)" * empty), fontsize=10)
     if output is not None:
         fmt = image_format(output)
         atomic_write(output, lambda file: figure.savefig(file, format=fmt, dpi=120))
