@@ -69,7 +69,8 @@ class TensorBoardLog:
     """A `MetricsLog` mirror that writes TensorBoard event files (see the module docstring).
 
     Args:
-        directory: Where the event files go (`RunDirectory.tensorboard_path`; created).
+        directory: Where the event files go (`RunDirectory.tensorboard_path`; created with
+            the first record).
         purge_step: The first step this run writes (the resumed step + 1): TensorBoard hides
             the events of earlier runs from this step on. None hides nothing.
 
