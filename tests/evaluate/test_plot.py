@@ -15,7 +15,12 @@ import pytest
 import torch
 
 from transformer.evaluate.attention_maps import AttentionMaps, attention_weights
-from transformer.evaluate.plot import AXIS_NAMES, draw_attention, image_format
+from transformer.evaluate.plot import (
+    AXIS_NAMES,
+    MAX_TOKENS_PER_AXIS,
+    draw_attention,
+    image_format,
+)
 
 needs_matplotlib = pytest.mark.skipif(
     importlib.util.find_spec("matplotlib") is None, reason="needs matplotlib (the viz extra)"
@@ -150,3 +155,28 @@ def test_an_empty_translation_is_said_and_no_label_runs_into_the_title():
         assert not [
             t.get_text() for t in texts if title_box.overlaps(t.get_window_extent(renderer))
         ]
+
+
+@needs_matplotlib
+@pytest.mark.parametrize(("T", "S"), [(1, MAX_TOKENS_PER_AXIS + 1), (MAX_TOKENS_PER_AXIS + 1, 3)])
+def test_a_map_too_long_to_draw_is_refused_in_one_line_and_nothing_is_written(T, S, tmp_path):
+    """A 1400-token sentence made matplotlib ask for gigabytes and die with a MemoryError
+    traceback (#17, bad-input pass): more than MAX_TOKENS_PER_AXIS on either axis is a
+    ValueError naming the size, before any figure or file exists; the limit itself is drawn."""
+    weights = torch.full((1, 1, T, S), 1.0 / S)
+    maps = AttentionMaps(weights, "cross", ["x"] * T, ["y"] * S, SOURCE, target="x")
+    output = tmp_path / "too_long.png"
+    with pytest.raises(ValueError, match=rf"{T} x {S} tokens .* at most {MAX_TOKENS_PER_AXIS}"):
+        draw_attention(maps, output=output)
+    assert not output.exists() and not list(tmp_path.iterdir())
+    edge = MAX_TOKENS_PER_AXIS
+    limit = AttentionMaps(
+        torch.full((1, 1, 2, edge), 1.0 / edge),
+        "cross",
+        ["x"] * 2,
+        ["y"] * edge,
+        SOURCE,
+        target="x",
+    )
+    draw_attention(limit, output=output)
+    assert output.read_bytes().startswith(PNG_SIGNATURE)

@@ -18,6 +18,10 @@ VIZ_INSTALL_HINT = (
 )
 
 
+# Tokens per axis drawn at most: each takes 0.32 inch at 120 dpi, so the canvas grows with the
+# square of the length (1400 tokens asked matplotlib for gigabytes); 128 is data.max_len's default.
+MAX_TOKENS_PER_AXIS = 128
+
 AXIS_NAMES = {  # kind -> (rows, columns)
     "self": ("source (query)", "source (key)"),
     "cross": ("predicted target token", "source"),
@@ -77,10 +81,16 @@ def draw_attention(
 
     Raises:
         ImportError: without matplotlib, saying how to install it (`VIZ_INSTALL_HINT`).
-        ValueError: for a layer or head out of range, or an `output` format matplotlib lacks.
+        ValueError: for a layer or head out of range, more than `MAX_TOKENS_PER_AXIS` tokens on
+            an axis, or an `output` format matplotlib lacks.
     """
     Figure = _figure_class()
-    n_layers, n_heads = maps.weights.shape[:2]
+    n_layers, n_heads, T, S = maps.weights.shape
+    if max(T, S) > MAX_TOKENS_PER_AXIS:
+        raise ValueError(
+            f"the map has {T} x {S} tokens (rows x columns): at most {MAX_TOKENS_PER_AXIS} per axis"
+            " can be drawn legibly; pass a shorter sentence"
+        )
     if not -n_layers <= layer < n_layers:
         raise ValueError(
             f"layer {layer} is out of range: the model has {n_layers} layers (0-based)"
@@ -97,7 +107,6 @@ def draw_attention(
         panels = [(selected.mean(dim=0), f"layer {layer}, mean of heads {_span(heads)}")]
     else:
         panels = [(selected[i], f"layer {layer}, head {h}") for i, h in enumerate(heads)]
-    T, S = selected.shape[1:]
     n_cols = min(len(panels), 4)
     n_rows = -(-len(panels) // n_cols)
     # At least 4 rows and columns of room: an empty translation (T = 1) still fits its labels.
