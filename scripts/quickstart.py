@@ -207,9 +207,11 @@ def _job(argv: list[str] | None) -> int:
     if processes is None:
         on_gpu = config.train.device != "cpu" and torch_sees_a_gpu()
         processes = 1 if on_gpu else cpu_processes(cores, config.train.tokens_per_update)
-    if processes > 1 and config.train.num_threads is None:
+    threads = config.train.num_threads
+    if processes > 1 and threads is None:
         # The cores shared out between the processes (on a CPU; a GPU's use one or two).
-        overrides.append(f"train.num_threads={max(1, cores // processes)}")
+        threads = max(1, cores // processes)
+        overrides.append(f"train.num_threads={threads}")
     problem = decoding_problem(config, args, overrides, src, tgt)
     if problem:
         print(f"quickstart: error: {problem}", file=sys.stderr)
@@ -222,7 +224,8 @@ def _job(argv: list[str] | None) -> int:
     if args.fresh:
         train_command.append("--no-resume")
     again = "it without --fresh" if args.fresh else "the same command"  # --fresh starts over
-    run(train_command, again)
+    # Set, torchrun's OMP_NUM_THREADS is not replaced by 1 with a 4-line warning to tune it.
+    run(train_command, again, {"OMP_NUM_THREADS": str(threads)} if processes > 1 else None)
     decode = yaml.safe_load((run_dir / "config.yaml").read_text())["decode"]
     valid = (Path(f"{valid_prefix}.{src}"), Path(f"{valid_prefix}.{tgt}"))
     try:

@@ -15,7 +15,9 @@ REPO = Path(__file__).resolve().parents[1]
 INTERRUPTED = 130
 
 
-def run(command: list[str], again: str = "the same command") -> None:
+def run(
+    command: list[str], again: str = "the same command", env: dict[str, str] | None = None
+) -> None:
     """Echo and run a command; exit with its status if it fails (after an interruption: one
     line, "rerun `again` to resume").
 
@@ -24,10 +26,17 @@ def run(command: list[str], again: str = "the same command") -> None:
     another job takes a core, and cost nothing measurable alone (BENCHMARKS.md, "CPU
     training: kernel time"). libgomp reads it when torch starts, so it goes in the
     subprocess's environment.
+
+    Args:
+        command: The program and its arguments.
+        again: What the interruption line tells the user to rerun.
+        env: More environment variables for the step, echoed before the command; as
+            with `OMP_WAIT_POLICY`, a variable the user's environment sets keeps its value.
     """
-    env = dict(os.environ)
-    shown = "" if "OMP_WAIT_POLICY" in env else "OMP_WAIT_POLICY=PASSIVE "
-    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    added = {"OMP_WAIT_POLICY": "PASSIVE", **(env or {})}
+    added = {name: value for name, value in added.items() if name not in os.environ}
+    env = {**os.environ, **added}
+    shown = "".join(f"{name}={value} " for name, value in added.items())
     print("+ " + shown + shlex.join(command), flush=True)
     # The step runs in a process group of its own, and every Ctrl-C or SIGTERM the quickstart
     # gets is passed on to it exactly once: a terminal's Ctrl-C (sent to the foreground group)

@@ -1,0 +1,67 @@
+"""Tests for scripts/step.py: the environment of a job's steps (their signals: in
+test_quickstart.py, which runs whole steps)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from scripts import step
+
+
+@pytest.mark.parametrize("given", [None, "ACTIVE"])
+def test_steps_run_with_passive_openmp_threads_unless_set(given, monkeypatch, capsys):
+    """The subprocess gets OMP_WAIT_POLICY=PASSIVE, and the user's own value wins."""
+    if given is None:
+        monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    else:
+        monkeypatch.setenv("OMP_WAIT_POLICY", given)
+    seen = {}
+
+    class FakePopen:
+        def __init__(self, command, cwd, env, **group):
+            seen.update(command=command, env=env)
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(step.subprocess, "Popen", FakePopen)
+    step.run(["transformer-train", "--help"])
+    assert seen["env"]["OMP_WAIT_POLICY"] == (given or "PASSIVE")
+    assert seen["env"]["PATH"] == os.environ["PATH"]
+    echoed = capsys.readouterr().out
+    assert ("OMP_WAIT_POLICY=PASSIVE transformer-train" in echoed) == (given is None)
+
+
+@pytest.mark.parametrize("given", [None, "2"])
+def test_a_step_gets_the_environment_it_is_given_unless_the_user_set_it(given, monkeypatch, capsys):
+    if given is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", given)
+    seen = {}
+
+    class FakePopen:
+        def __init__(self, command, cwd, env, **group):
+            seen.update(env=env)
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(step.subprocess, "Popen", FakePopen)
+    step.run(["transformer-train", "--help"], env={"OMP_NUM_THREADS": "1"})
+    assert seen["env"]["OMP_NUM_THREADS"] == (given or "1")
+    echoed = capsys.readouterr().out
+    assert ("OMP_NUM_THREADS=1 transformer-train" in echoed) == (given is None)
+
+
+@pytest.mark.parametrize("env, warned", [(None, True), ({"OMP_NUM_THREADS": "1"}, False)])
+def test_torchrun_warns_about_threads_only_when_they_are_not_set(env, warned, monkeypatch, capfd):
+    """The warning the quickstart's environment avoids, from torchrun itself (two processes
+    that run `true`)."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    command = [sys.executable, "-m", "transformer.cli.torchrun", "--standalone"]
+    step.run([*command, "--nproc_per_node=2", "--no-python", "true"], env=env)
+    assert ("Setting OMP_NUM_THREADS" in capfd.readouterr().err) == warned
