@@ -168,6 +168,22 @@ def test_prefixes_ensembles_and_alignments(
     assert "--alignment-layer (2) is out of range" in capsys.readouterr().err
 
 
+def test_a_line_with_two_prefix_separators_is_a_one_line_error_naming_it(
+    checkpoint, tmp_path, capsys
+):
+    """A second separator became part of the prefix without a word (#17, bad-input pass)."""
+    source, output = tmp_path / "in.en", tmp_path / "out.de"
+    source.write_text("a man ||| ein\nthe dog ||| der ||| hund\n", encoding="utf-8")
+    argv = ["--checkpoint", str(checkpoint), "--input", str(source), "--output", str(output)]
+    assert main([*argv, "--prefix-separator", " ||| ", "--max-len-b", "4"]) == 1
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1
+    assert f"{source}, line 2: --prefix-separator ' ||| ' occurs 2 times" in error
+    assert not output.exists()  # nothing half-written
+    assert main([*argv, "--prefix-separator", " |||| ", "--max-len-b", "4"]) == 0
+    assert len(output.read_text(encoding="utf-8").splitlines()) == 2
+
+
 def test_chunks_are_written_before_the_next_is_read_and_a_terminal_goes_line_by_line(
     checkpoint, monkeypatch, capsys, synthetic_sentences, tmp_path
 ):

@@ -16,8 +16,9 @@ terminal each line is translated as it is entered, after a `> ` prompt on stderr
 checkpoints decode as an ensemble (their mean probability, `transformer.decode.ensemble`).
 `--sampling` draws translations at random (`transformer.decode.sampling`); with
 `--prefix-separator SEP` an input line `source SEP prefix` gives a translation that starts
-with the prefix; `--print-alignment` appends ` ||| ` and the word alignment `0-0 1-2 ...`
-(Pharaoh, source-target, 0-based; `transformer.decode.alignment`) to each output line.
+with the prefix (a line with the separator twice is an error); `--print-alignment` appends
+` ||| ` and the word alignment `0-0 1-2 ...` (Pharaoh, source-target, 0-based;
+`transformer.decode.alignment`) to each output line.
 With `--nbest N` (N > 1) every input line gives exactly N lines `index ||| translation ||| score`
 (the Moses n-best format; index counts input lines from 0). An empty input line gives N lines
 with an empty translation and score 0.000000; when beam search finds fewer than N distinct
@@ -132,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         `--device`); 1 after a one-line error (also for checkpoints with different
         vocabularies) when the work cannot be
         done (a missing or bad checkpoint or input file, a `--checkpoint` directory without
-        checkpoint_best.pt or checkpoint_last.pt, invalid UTF-8 input, an output whose
+        checkpoint_best.pt or checkpoint_last.pt, invalid UTF-8 input, a line with the
+        --prefix-separator twice, an output whose
         directory does not exist or that would overwrite an input, the file read from stdin
         included).
     """
@@ -192,7 +194,15 @@ def _chunk_translator(args, translator, decode: DecodeConfig, bar) -> Callable:
     def work(lines: list[str], first: int) -> list[str]:
         prefix = None
         if args.prefix_separator is not None:
-            parts = [line.split(args.prefix_separator, 1) for line in lines]
+            parts = [line.split(args.prefix_separator) for line in lines]
+            for i, part in enumerate(parts):  # a second one: which part is the prefix?
+                if len(part) > 2:
+                    name = "<stdin>" if args.input in (None, "-") else args.input
+                    separator, times = args.prefix_separator, len(part) - 1
+                    raise ValueError(
+                        f"{name}, line {first + i + 1}: --prefix-separator {separator!r} occurs "
+                        f"{times} times; give one source and one prefix"
+                    )
             lines, prefix = [p[0] for p in parts], [p[1] if len(p) > 1 else "" for p in parts]
         warn_capped_lines(PROG, translator, lines, settings, first + 1)
         try:
