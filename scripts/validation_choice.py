@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -215,11 +216,16 @@ def average_and_choose(
     available = len(numbered)
     averages = plan_averages(average_last, available)
     if max(average_last) > available:
+        named = [
+            "the last checkpoint" if n == 1 else f"the average of the last {n}" for n in averages
+        ]
         print(
             f"quickstart: {run_dir} holds {available} numbered checkpoint(s), fewer than the "
-            f"last {max(average_last)} asked for; averaging the last {averages}",
+            f"last {max(average_last)} asked for; the candidates: {', '.join(named)}",
             flush=True,
         )
+    # An earlier decoding's files go: what valid/ holds afterwards is this choice's alone.
+    shutil.rmtree(run_dir / "valid", ignore_errors=True)
     averaged: dict[int | None, Path] = {}
     for count in averages:
         if count == 1:  # the last checkpoint itself: nothing to average

@@ -87,7 +87,7 @@ def test_every_average_is_decoded_with_every_beam_and_the_best_chosen(tmp_path, 
     assert chosen == Choice(5, 6) and averaged == tmp_path / "checkpoint_avg5.pt"
     out = capsys.readouterr().out  # the count asked for, and what it became
     assert "holds 7 numbered checkpoint(s), fewer than the last 10 asked for" in out
-    assert "averaging the last [5, 7]" in out
+    assert "the candidates: the average of the last 5, the average of the last 7" in out
     averages = [c for c in commands if "transformer.cli.average" in c]
     assert [c[c.index("--last") + 1] for c in averages] == ["5", "7"]
     decodes = [c for c in commands if "transformer.cli.evaluate" in c]
@@ -106,6 +106,19 @@ def test_every_average_is_decoded_with_every_beam_and_the_best_chosen(tmp_path, 
         (a, b, bleu) for (a, b), bleu in table.items()
     ]
     assert [r["chosen"] for r in rows] == [False, True, False, False]
+
+
+def test_a_decoding_again_leaves_no_earlier_validation_files(tmp_path):
+    """Decoding a finished run again with one candidate (no validation needed) left the first
+    decoding's four valid/ files beside a report without validation (#17, new-user pass)."""
+    for step in (200, 400, 600):
+        (tmp_path / f"checkpoint_{step}.pt").write_bytes(b"")
+    commands, run = _fake_steps(tmp_path, lambda a, b: 40.0 + b)
+    valid = (tmp_path / "val.en", tmp_path / "val.de")
+    validation_choice.average_and_choose(tmp_path, [5, 1], [4, 6], valid, "de", 2.5, run, "py")
+    assert len(list((tmp_path / "valid").iterdir())) == 4  # two candidates x two beams, JSON
+    validation_choice.average_and_choose(tmp_path, [5], [4], valid, "de", 2.5, run, "py")
+    assert not (tmp_path / "valid").exists()
 
 
 @pytest.mark.parametrize("last_wins", [True, False])
