@@ -26,8 +26,10 @@ install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(MAKE) venv
 	$(PY) -m pip install -q -e ".[dev]"
-	$(PY) -m pip install -q -e ".[export]" || echo "make: the export extra (ctranslate2, transformers) could not be installed: its parity tests are skipped"
-	$(PY) -m pip install -q -e ".[tensorboard]" || echo "make: the tensorboard extra could not be installed: the train.tensorboard tests are skipped"
+	@echo "make: installing the optional export extra (ctranslate2, transformers)"
+	@$(PY) -m pip install -q -e ".[export]" || echo "make: the export extra could not be installed: its parity tests are skipped"
+	@echo "make: installing the optional tensorboard extra"
+	@$(PY) -m pip install -q -e ".[tensorboard]" || echo "make: the tensorboard extra could not be installed: the train.tensorboard tests are skipped"
 	touch $@
 
 # Default test run: everything except GPU tests (slow real-data tests included, about 10 minutes
