@@ -107,6 +107,51 @@ def test_force_never_deletes_the_checkpoint_being_exported(checkpoint, tmp_path,
     assert Path(checkpoint).is_file()
 
 
+def test_force_never_deletes_the_current_directory_or_the_check_files(
+    checkpoint, tmp_path, capsys, monkeypatch
+):
+    """`--output . --force` emptied the current directory after the check, and `--check-input`
+    inside `--output` was deleted with it (#17, bad-input pass): both are refused first."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "precious.txt").write_text("keep me")
+    monkeypatch.chdir(work)
+    argv = ["--checkpoint", checkpoint, "--to", "ctranslate2", "--force"]
+    for output in (".", str(tmp_path)):  # the current directory, and a folder above it
+        assert main([*argv, "--output", output]) == 1
+        error = capsys.readouterr().err
+        assert error.count("\n") == 1
+        assert f"--output {output} holds the current directory" in error
+    assert (work / "precious.txt").read_text() == "keep me"
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "input.en").write_text("a man is eating .\n")
+    check = ["--output", str(out), "--check-input", str(out / "input.en")]
+    monkeypatch.chdir(tmp_path.parent)
+    assert main([*argv, *check]) == 1
+    assert f"holds --check-input ({out / 'input.en'})" in capsys.readouterr().err
+    assert (out / "input.en").is_file()
+
+
+def test_a_symbolic_link_or_a_file_as_output_is_refused_before_any_work(
+    checkpoint, tmp_path, capsys, monkeypatch
+):
+    """A linked --output failed only at the end ("Cannot call rmtree on a symbolic link"), a
+    file as its parent was called a missing directory."""
+    monkeypatch.setattr(export_cli, "load_checkpoint", lambda path: pytest.fail("no work"))
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "afile").write_text("x")
+    argv = ["--checkpoint", checkpoint, "--to", "ctranslate2", "--force", "--output"]
+    for name in ("link", "dangling"):
+        assert main([*argv, str(tmp_path / name)]) == 1
+        assert f"--output {tmp_path / name} is a symbolic link" in capsys.readouterr().err
+    assert main([*argv, str(tmp_path / "afile" / "x")]) == 1
+    assert f"{tmp_path / 'afile'} is not a directory" in capsys.readouterr().err
+    assert (tmp_path / "real").is_dir() and not (tmp_path / "nowhere").exists()
+
+
 def test_the_exported_folder_is_readable_as_the_umask_allows(checkpoint, tmp_path):
     out = tmp_path / "ct2"
     previous = os.umask(0o022)
@@ -125,6 +170,7 @@ def test_the_exported_folder_is_readable_as_the_umask_allows(checkpoint, tmp_pat
         (["--to", "ctranslate2", "--check-reference", "r.txt"], "needs --check-input"),
         (["--to", "ctranslate2", "--no-check", "--check-input", "x"], "need --check"),
         (["--to", "ctranslate2", "--min-identical", "2"], "--min-identical (2.0)"),
+        (["--to", "ctranslate2", "--max-bleu-drop", "nan"], "--max-bleu-drop (nan)"),
         (["--to", "onnx"], "invalid choice"),
     ],
 )

@@ -111,7 +111,7 @@ def _check_arguments(args: argparse.Namespace) -> None:
         raise UsageError(f"--min-identical ({args.min_identical}) must be in [0, 1]")
     if args.length_penalty is not None and not 0.0 <= args.length_penalty <= 10.0:
         raise UsageError(f"--length-penalty ({args.length_penalty}) must be in [0, 10]")
-    if args.max_bleu_drop < 0:
+    if not args.max_bleu_drop >= 0:  # nan too
         raise UsageError(f"--max-bleu-drop ({args.max_bleu_drop}) must be >= 0")
 
 
@@ -126,10 +126,9 @@ def _export_command(args: argparse.Namespace) -> None:
 def _export(args: argparse.Namespace) -> None:
     """Export, check in a staging directory, then move it to `--output`."""
     output = Path(args.output)
-    if not output.parent.is_dir():
-        raise ValueError(f"--output {output}: the directory {output.parent} does not exist")
-    if output.exists() and not args.force:
-        raise ValueError(f"--output {output} exists; pass --force to replace it")
+    path = checkpoint_file(args.checkpoint, "transformer-export")
+    read = {"the checkpoint": path, "--check-input": args.check_input}
+    _check_output(output, args.force, {**read, "--check-reference": args.check_reference})
     sentences, references = list(CHECK_SENTENCES), None
     if args.check_input:
         sentences = read_lines(args.check_input)
@@ -139,11 +138,6 @@ def _export(args: argparse.Namespace) -> None:
             raise ValueError(
                 f"--check-reference has {len(references)} lines, --check-input {len(sentences)}"
             )
-    path = checkpoint_file(args.checkpoint, "transformer-export")
-    held = Path(os.path.realpath(path))
-    if output.exists() and held.is_relative_to(os.path.realpath(output)):
-        # --force would delete the checkpoint (and its run directory) before the export ends.
-        raise ValueError(f"--output {output} holds the checkpoint {path}; choose another folder")
     model, tokenizer, config = load_checkpoint(path)
     model.float()
     decode = config.decode
@@ -192,6 +186,30 @@ def _export(args: argparse.Namespace) -> None:
             shutil.rmtree(staging)
     checked = "parity checked" if args.check else "parity NOT checked (--no-check)"
     print(f"exported {path} -> {output} ({args.to}, {checked})")
+
+
+def _check_output(output: Path, force: bool, inputs: dict[str, str | None]) -> None:
+    """Refuse an `--output` that cannot be written, or whose replacing (`--force` deletes it
+    at the end, after the check) would delete a file the command reads or the directory it
+    runs in (`--output .` once emptied the current directory)."""
+    if output.is_symlink():
+        raise ValueError(f"--output {output} is a symbolic link; give the folder itself")
+    if not output.parent.is_dir():
+        problem = (
+            f"{output.parent} is not a directory"
+            if output.parent.exists()
+            else (f"the directory {output.parent} does not exist")
+        )
+        raise ValueError(f"--output {output}: {problem}")
+    if not output.exists():
+        return
+    real = Path(os.path.realpath(output))
+    held = {"the current directory": os.getcwd(), **inputs}
+    for name, path in held.items():
+        if path is not None and Path(os.path.realpath(path)).is_relative_to(real):
+            raise ValueError(f"--output {output} holds {name} ({path}); choose another folder")
+    if not force:
+        raise ValueError(f"--output {output} exists; pass --force to replace it")
 
 
 @contextlib.contextmanager
