@@ -9,18 +9,15 @@ Steps (each one the project's own command, run as a subprocess so that what you 
 user gets from the CLI):
 
 1. find Multi30k in `$TRANSFORMER_DATA_DIR/multi30k` (train/val/test_2016_flickr .en/.de), or
-   download it with `datasets` from the Hugging Face dataset `bentrevett/multi30k` into
-   `data/multi30k` (needs network access; a clear error says what to do without it;
-   `transformer/data/multi30k.py`);
+   download the Hugging Face dataset `bentrevett/multi30k` into `data/multi30k` (offline, one
+   line says what to do instead; `transformer/data/multi30k.py`);
 2. `transformer-train --config configs/multi30k.yaml` on the GPU when present; on a CPU one
    process per core with one thread each, under torchrun (`transformer/cli/torchrun.py`,
    `transformer/cpu/processes.py`; `--processes N` to choose);
-3. `transformer-average --last N` over the run's last 5 and last 10 checkpoints (beside the
-   last checkpoint itself, and the moving average of the weights, checkpoint_ema.pt, where
-   `train.ema_decay` kept one);
-4. `transformer-evaluate` on the validation set with each of them and beam 4 and 6 (alpha 2.5,
-   the config's), and on test_2016_flickr with the pair that scored best on validation
-   (`scripts/validation_choice.py`; `--average-last 5 --beam-sizes 4` decodes as the paper);
+3. `transformer-average --last N` over the run's last 5 and last 10 checkpoints (the last one
+   itself, and checkpoint_ema.pt where `train.ema_decay` kept one, are candidates too);
+4. `transformer-evaluate` on the validation set with each candidate at beam 4 and 6 (alpha 2.5,
+   the config's), then on test_2016_flickr with the best pair (`scripts/validation_choice.py`);
 5. print a results table and write `results/multi30k_<src>-<tgt>.json`.
 """
 
@@ -64,12 +61,9 @@ def torch_sees_a_gpu() -> bool:
 
 
 def training_command(python: str, processes: int, arguments: list[str]) -> list[str]:
-    """`transformer.cli.train` with `arguments`, under torchrun when `processes` > 1.
-
-    The processes are one machine's (`--standalone`: torch.distributed's own rendezvous on a
-    free local port), as `torchrun --standalone --nproc_per_node N -m transformer.train` runs
-    them (README, "Training on GPUs").
-    """
+    """`transformer.cli.train` with `arguments`, under torchrun when `processes` > 1: one
+    machine's processes (`--standalone`, a rendezvous on a free local port; README, "Training
+    on GPUs", `torchrun --standalone --nproc_per_node N -m transformer.train`)."""
     train = ["-m", "transformer.cli.train", *arguments]
     if processes == 1:
         return [python, *train]
@@ -149,6 +143,7 @@ def _job(argv: list[str] | None) -> int:
     )
     parser.add_argument("overrides", nargs="*", help="extra config overrides (section.key=value)")
     args = parser.parse_intermixed_args(argv)  # overrides before, between or after the options
+    args.config = os.path.abspath(args.config)  # the steps run in the repository, not here
     problem = None  # checked before an hour of training, not after it
     if args.processes is not None and args.processes < 1:
         problem = f"--processes ({args.processes}) must be at least 1"
@@ -216,6 +211,13 @@ def _job(argv: list[str] | None) -> int:
     if problem:
         print(f"quickstart: error: {problem}", file=sys.stderr)
         return 2
+    # results/ is only written by the full, unmodified job; made now, a bad directory fails
+    results_dir = Path(args.results_dir or (run_dir if changed else REPO / "results"))
+    try:  # before the hour of training, not after it
+        results_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        print(f"quickstart: error: --results-dir {results_dir}: {error.strerror}", file=sys.stderr)
+        return 1
     test_prefix = resolve_prefix(config.data.test)
     valid_prefix = resolve_prefix(config.data.valid or config.data.test)  # unused when empty
     python = sys.executable
@@ -236,9 +238,6 @@ def _job(argv: list[str] | None) -> int:
     except ValueError as error:  # the run wrote no numbered checkpoint
         print(f"quickstart: error: {run_dir}: {error}", file=sys.stderr)
         return 1
-    # The recorded results in results/ are only replaced by the full, unmodified job.
-    results_dir = Path(args.results_dir or (run_dir if changed else REPO / "results"))
-    results_dir.mkdir(parents=True, exist_ok=True)
     test_name = test_prefix.name
     # The recorded job's files keep their names; another test set adds its name.
     stem = f"multi30k_{src}-{tgt}" + ("" if test_name == "test_2016_flickr" else f".{test_name}")

@@ -1,0 +1,42 @@
+"""Tests for scripts/quickstart.py: what the job checks before its hour of training (the rest
+of its tests: test_quickstart.py)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from scripts import quickstart
+
+
+def test_an_unusable_results_dir_fails_before_training(shared_data, tmp_path, monkeypatch, capsys):
+    """`--results-dir` under a file failed with a NotADirectoryError traceback after training,
+    averaging and validation (#17, bad-input pass)."""
+    monkeypatch.setenv("TRANSFORMER_DATA_DIR", str(shared_data))
+    monkeypatch.setattr(quickstart, "run", lambda *args, **kwargs: pytest.fail("must stop before"))
+    (tmp_path / "afile").write_text("x")
+    argv = ["--max-minutes", "1", "--run-dir", str(tmp_path / "run")]
+    assert quickstart.main([*argv, "--results-dir", str(tmp_path / "afile" / "res")]) == 1
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1
+    assert f"quickstart: error: --results-dir {tmp_path / 'afile' / 'res'}: " in error
+
+
+def test_a_relative_config_is_the_one_in_the_callers_directory(shared_data, tmp_path, monkeypatch):
+    """The quickstart checked `--config mytiny.yaml` in the caller's directory but its steps,
+    run from the repository, looked for it there (#17, bad-input pass)."""
+    monkeypatch.setenv("TRANSFORMER_DATA_DIR", str(shared_data))
+    shutil.copy(quickstart.REPO / "configs" / "tiny.yaml", tmp_path / "mytiny.yaml")
+    monkeypatch.chdir(tmp_path)
+    calls = []
+
+    def stop(command, again="the same command", env=None):
+        calls.append(command)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(quickstart, "run", stop)
+    with pytest.raises(SystemExit):
+        quickstart.main(["--config", "mytiny.yaml", "--processes", "1", "--run-dir", "run"])
+    (command,) = calls
+    assert command[command.index("--config") + 1] == str(tmp_path / "mytiny.yaml")
