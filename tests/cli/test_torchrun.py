@@ -64,3 +64,41 @@ def test_a_signal_is_passed_on_and_ends_in_one_line(tmp_path, signum, status):
     assert err.strip().splitlines()[-1] == (
         f"torchrun: {name}: passed on to the processes, which have stopped"
     )
+
+
+@pytest.mark.parametrize(
+    "option, message",
+    [(["--nnodes", "x"], "'x'"), (["--max-restarts", "-1"], "max_restarts must be >= 0")],
+)
+def test_a_wrong_launch_setting_is_one_line_before_any_process(option, message):
+    """`--nnodes x` ended in a 25-line ValueError traceback (#17, bad-input pass)."""
+    command = [sys.executable, "-m", "transformer.cli.torchrun", "--standalone", *option]
+    done = subprocess.run([*command, "-m", "json.tool"], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("torchrun: error: ") and message in done.stderr
+
+
+def test_a_ctrl_c_while_torch_loads_is_one_line(monkeypatch, capsys):
+    """A Ctrl-C in the second torchrun's import takes gave a KeyboardInterrupt traceback."""
+    import importlib.abc
+
+    import torch.distributed
+
+    from transformer.cli import torchrun
+
+    class Interrupting(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name == "torch.distributed.run":
+                raise KeyboardInterrupt
+            return None
+
+    monkeypatch.delitem(sys.modules, "torch.distributed.run", raising=False)
+    monkeypatch.delattr(torch.distributed, "run", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [Interrupting(), *sys.meta_path])
+    try:
+        status = torchrun.main(["--nproc_per_node=1", "worker.py"])
+    except KeyboardInterrupt:  # would end the whole test session
+        pytest.fail("the KeyboardInterrupt escaped main()")
+    assert status == 130
+    assert capsys.readouterr().err == "torchrun: interrupted\n"

@@ -13,6 +13,7 @@ Ctrl-C, 143 for SIGTERM), or the failed process's status.
 
 from __future__ import annotations
 
+import copy
 import signal
 import sys
 
@@ -26,16 +27,25 @@ def main(argv: list[str] | None = None) -> int:
         argv: torchrun's command line (`--nproc_per_node N ... -m module args`).
 
     Returns:
-        0; 128 + the signal's number after a signal; the first failed process's exit status
-        (1 when it was killed by a signal of its own).
+        0; 2 for a wrong command line (one line); 128 + the signal's number after a signal
+        (130 for a Ctrl-C while torch loads); the first failed process's exit status (1 when it
+        was killed by a signal of its own).
     """
-    # Imported here, so that `--help` of the other commands never pays for torch.
-    from torch.distributed import run as torchrun
-    from torch.distributed.elastic.multiprocessing.api import SignalException
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-
+    try:  # imported here, so that `--help` of the other commands never pays for torch
+        from torch.distributed import run as torchrun
+        from torch.distributed.elastic.multiprocessing.api import SignalException
+        from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    except KeyboardInterrupt:  # Ctrl-C while torch loads: nothing has started
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    args = torchrun.parse_args(sys.argv[1:] if argv is None else argv)  # argparse: exit 2
+    try:  # the launch settings torchrun derives from them, on a copy, before any process
+        torchrun.config_from_args(copy.deepcopy(args))
+    except (ValueError, AssertionError) as error:  # e.g. --nnodes x, --max-restarts -1
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 2
     try:
-        torchrun.main(sys.argv[1:] if argv is None else argv)
+        torchrun.run(args)
     except SignalException as error:
         name = signal.Signals(error.sigval).name
         print(f"{PROG}: {name}: passed on to the processes, which have stopped", file=sys.stderr)
