@@ -133,6 +133,14 @@ def test_force_never_deletes_the_current_directory_or_the_check_files(
     assert (out / "input.en").is_file()
 
 
+def test_an_empty_check_input_is_named(checkpoint, tmp_path, capsys):
+    (tmp_path / "empty.en").write_text("\n  \n")
+    argv = ["--checkpoint", checkpoint, "--to", "ctranslate2", "--output", str(tmp_path / "o")]
+    assert main([*argv, "--check-input", str(tmp_path / "empty.en")]) == 1
+    assert f"--check-input {tmp_path / 'empty.en'} has no sentence" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_symbolic_link_or_a_file_as_output_is_refused_before_any_work(
     checkpoint, tmp_path, capsys, monkeypatch
 ):

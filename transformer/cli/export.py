@@ -132,6 +132,8 @@ def _export(args: argparse.Namespace) -> None:
     sentences, references = list(CHECK_SENTENCES), None
     if args.check_input:
         sentences = read_lines(args.check_input)
+        if not any(line.strip() for line in sentences):
+            raise ValueError(f"--check-input {args.check_input} has no sentence (empty or blank)")
     if args.check_reference:
         references = read_lines(args.check_reference)
         if len(references) != len(sentences):
