@@ -61,10 +61,10 @@ def torch_sees_a_gpu() -> bool:
 
 
 def training_command(python: str, processes: int, arguments: list[str]) -> list[str]:
-    """`transformer.cli.train` with `arguments`, under torchrun when `processes` > 1: one
-    machine's processes (`--standalone`, a rendezvous on a free local port; README, "Training
-    on GPUs", `torchrun --standalone --nproc_per_node N -m transformer.train`)."""
-    train = ["-m", "transformer.cli.train", *arguments]
+    """`transformer.train` (`transformer-train`; a Ctrl-C while torch loads is one line) with
+    `arguments`, under torchrun when `processes` > 1: one machine's processes (`--standalone`,
+    a rendezvous on a free local port; README, "Training on GPUs")."""
+    train = ["-m", "transformer.train", *arguments]
     if processes == 1:
         return [python, *train]
     # torchrun itself, ending in one line instead of a traceback (transformer/cli/torchrun.py).

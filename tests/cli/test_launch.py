@@ -74,3 +74,20 @@ def test_ctrl_c_while_the_command_loads_is_one_line(monkeypatch, capsys):
     monkeypatch.setattr(launch.importlib, "import_module", interrupted_import)
     assert launch.translate(["--help"]) == 130
     assert capsys.readouterr().err == "transformer-translate: interrupted\n"
+
+
+def test_python_m_transformer_train_goes_through_the_launcher(monkeypatch, capsys):
+    """`python -m transformer.train` (make demo's training step) imported torch before any
+    handler: a Ctrl-C in its first seconds printed a KeyboardInterrupt traceback (#17,
+    bad-input pass). It now runs `transformer-train`'s entry point."""
+    import runpy
+
+    def interrupted_import(name):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(launch.importlib, "import_module", interrupted_import)
+    monkeypatch.setattr(launch.sys, "argv", ["transformer.train", "--help"])
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_module("transformer.train", run_name="__main__")
+    assert exit_.value.code == 130
+    assert capsys.readouterr().err == "transformer-train: interrupted\n"

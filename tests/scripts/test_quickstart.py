@@ -197,11 +197,11 @@ def test_out_of_range_options_stop_before_training(argv, monkeypatch, capsys):
 
 def test_training_command_runs_one_process_plainly_and_more_under_torchrun():
     args = ["--config", "c.yaml", "train.max_steps=3"]
-    plain = ["py", "-m", "transformer.cli.train", *args]
+    plain = ["py", "-m", "transformer.train", *args]
     assert quickstart.training_command("py", 1, args) == plain
     assert quickstart.training_command("py", 2, args) == [
         "py", "-m", "transformer.cli.torchrun", "--standalone", "--nproc_per_node=2",
-        "-m", "transformer.cli.train", *args,
+        "-m", "transformer.train", *args,
     ]  # fmt: skip
 
 
@@ -231,7 +231,7 @@ def test_the_demo_on_two_cpu_cores_trains_two_one_thread_processes(shared_data, 
     assert command[1:5] == ["-m", "transformer.cli.torchrun", "--standalone", "--nproc_per_node=2"]
     assert "train.num_threads=1" in command
     single = _planned_training(monkeypatch, ["--max-minutes", "3"], cores=1)
-    assert single[1:3] == ["-m", "transformer.cli.train"]
+    assert single[1:3] == ["-m", "transformer.train"]
     assert not any(a.startswith("train.num_threads=") for a in single)
 
 
@@ -254,7 +254,7 @@ def test_overrides_may_come_between_and_before_the_options(shared_data, monkeypa
     argv = ["train.seed=2", "--max-minutes", "1", "train.save_interval_steps=20"]
     argv += ["--processes", "1", "train.seed=3"]
     command = _planned_training(monkeypatch, argv, cores=2)
-    assert command[1:3] == ["-m", "transformer.cli.train"]
+    assert command[1:3] == ["-m", "transformer.train"]
     given = [a for a in command if a.startswith(("train.seed=", "train.save_interval_steps="))]
     assert given == ["train.seed=2", "train.save_interval_steps=20", "train.seed=3"]
 
@@ -262,7 +262,7 @@ def test_overrides_may_come_between_and_before_the_options(shared_data, monkeypa
 def test_processes_and_threads_given_by_the_user_are_kept(shared_data, monkeypatch):
     monkeypatch.setenv("TRANSFORMER_DATA_DIR", str(shared_data))
     argv = ["--processes", "1", "--max-minutes", "3"]
-    assert _planned_training(monkeypatch, argv, cores=2)[1:3] == ["-m", "transformer.cli.train"]
+    assert _planned_training(monkeypatch, argv, cores=2)[1:3] == ["-m", "transformer.train"]
     argv = ["--max-minutes", "3", "train.num_threads=3"]
     command = _planned_training(monkeypatch, argv, cores=2)
     assert "--nproc_per_node=2" in command and "train.num_threads=1" not in command
