@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 from scripts import quickstart
+from tests.scripts.test_quickstart import _planned_training
 
 
 def test_an_unusable_results_dir_fails_before_training(shared_data, tmp_path, monkeypatch, capsys):
@@ -29,14 +30,6 @@ def test_a_relative_config_is_the_one_in_the_callers_directory(shared_data, tmp_
     monkeypatch.setenv("TRANSFORMER_DATA_DIR", str(shared_data))
     shutil.copy(quickstart.REPO / "configs" / "tiny.yaml", tmp_path / "mytiny.yaml")
     monkeypatch.chdir(tmp_path)
-    calls = []
-
-    def stop(command, again="the same command", env=None):
-        calls.append(command)
-        raise SystemExit(0)
-
-    monkeypatch.setattr(quickstart, "run", stop)
-    with pytest.raises(SystemExit):
-        quickstart.main(["--config", "mytiny.yaml", "--processes", "1", "--run-dir", "run"])
-    (command,) = calls
+    argv = ["--config", "mytiny.yaml", "--processes", "1", "--run-dir", "run"]
+    command = _planned_training(monkeypatch, argv, cores=2)
     assert command[command.index("--config") + 1] == str(tmp_path / "mytiny.yaml")

@@ -14,45 +14,19 @@ from scripts import step
 @pytest.mark.parametrize("given", [None, "ACTIVE"])
 def test_steps_run_with_passive_openmp_threads_unless_set(given, monkeypatch, capsys):
     """The subprocess gets OMP_WAIT_POLICY=PASSIVE, and the user's own value wins."""
-    if given is None:
-        monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    else:
-        monkeypatch.setenv("OMP_WAIT_POLICY", given)
-    seen = {}
-
-    class FakePopen:
-        def __init__(self, command, cwd, env, **group):
-            seen.update(command=command, env=env)
-
-        def wait(self):
-            return 0
-
-    monkeypatch.setattr(step.subprocess, "Popen", FakePopen)
-    step.run(["transformer-train", "--help"])
-    assert seen["env"]["OMP_WAIT_POLICY"] == (given or "PASSIVE")
-    assert seen["env"]["PATH"] == os.environ["PATH"]
+    env = _environment_of_a_step(monkeypatch, "OMP_WAIT_POLICY", given)
+    assert env["OMP_WAIT_POLICY"] == (given or "PASSIVE")
+    assert env["PATH"] == os.environ["PATH"]
     echoed = capsys.readouterr().out
     assert ("OMP_WAIT_POLICY=PASSIVE transformer-train" in echoed) == (given is None)
 
 
 @pytest.mark.parametrize("given", [None, "2"])
 def test_a_step_gets_the_environment_it_is_given_unless_the_user_set_it(given, monkeypatch, capsys):
-    if given is None:
-        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    else:
-        monkeypatch.setenv("OMP_NUM_THREADS", given)
-    seen = {}
-
-    class FakePopen:
-        def __init__(self, command, cwd, env, **group):
-            seen.update(env=env)
-
-        def wait(self):
-            return 0
-
-    monkeypatch.setattr(step.subprocess, "Popen", FakePopen)
-    step.run(["transformer-train", "--help"], env={"OMP_NUM_THREADS": "1"})
-    assert seen["env"]["OMP_NUM_THREADS"] == (given or "1")
+    env = _environment_of_a_step(
+        monkeypatch, "OMP_NUM_THREADS", given, env={"OMP_NUM_THREADS": "1"}
+    )
+    assert env["OMP_NUM_THREADS"] == (given or "1")
     echoed = capsys.readouterr().out
     assert ("OMP_NUM_THREADS=1 transformer-train" in echoed) == (given is None)
 
@@ -65,3 +39,24 @@ def test_torchrun_warns_about_threads_only_when_they_are_not_set(env, warned, mo
     command = [sys.executable, "-m", "transformer.cli.torchrun", "--standalone"]
     step.run([*command, "--nproc_per_node=2", "--no-python", "true"], env=env)
     assert ("Setting OMP_NUM_THREADS" in capfd.readouterr().err) == warned
+
+
+def _environment_of_a_step(monkeypatch, name, given, **run_kwargs):
+    """Run a step with `name` unset (`given` None) or set to `given` in the user's environment,
+    Popen replaced; returns the environment the step got."""
+    if given is None:
+        monkeypatch.delenv(name, raising=False)
+    else:
+        monkeypatch.setenv(name, given)
+    seen = {}
+
+    class FakePopen:
+        def __init__(self, command, cwd, env, **group):
+            seen.update(env=env)
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(step.subprocess, "Popen", FakePopen)
+    step.run(["transformer-train", "--help"], **run_kwargs)
+    return seen["env"]

@@ -128,7 +128,7 @@ def _export(args: argparse.Namespace) -> None:
     output = Path(args.output)
     path = checkpoint_file(args.checkpoint, "transformer-export")
     read = {"the checkpoint": path, "--check-input": args.check_input}
-    _check_output(output, args.force, {**read, "--check-reference": args.check_reference})
+    _check_output(output, args.force, read | {"--check-reference": args.check_reference})
     sentences, references = list(CHECK_SENTENCES), None
     if args.check_input:
         sentences = read_lines(args.check_input)
@@ -197,11 +197,9 @@ def _check_output(output: Path, force: bool, inputs: dict[str, str | None]) -> N
     if output.is_symlink():
         raise ValueError(f"--output {output} is a symbolic link; give the folder itself")
     if not output.parent.is_dir():
-        problem = (
-            f"{output.parent} is not a directory"
-            if output.parent.exists()
-            else (f"the directory {output.parent} does not exist")
-        )
+        problem = f"{output.parent} is not a directory"
+        if not output.parent.exists():
+            problem = f"the directory {output.parent} does not exist"
         raise ValueError(f"--output {output}: {problem}")
     if not output.exists():
         return
