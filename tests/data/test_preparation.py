@@ -86,3 +86,18 @@ def test_a_home_relative_cache_dir_is_expanded(config, tmp_path, monkeypatch):
     prepare_data(homed, tmp_path / "run", log=None)
     assert any((tmp_path / "home" / "cache").glob("train-*"))
     assert not (tmp_path / "~").exists()
+
+
+@pytest.mark.parametrize(
+    ("cache", "reason"),
+    [("file", "it is a file"), ("file/cache", "a folder above it is a file")],
+)
+def test_a_cache_dir_that_cannot_be_made_is_one_line_before_any_work(
+    config, tmp_path, cache, reason
+):
+    (tmp_path / "file").write_text("not a directory\n")
+    blocked = DataConfig(**{**config.__dict__, "cache_dir": str(tmp_path / cache)})
+    expected = rf"data\.cache_dir \({tmp_path / cache}\) cannot be made: {reason}$"
+    with pytest.raises(ValueError, match=expected):
+        prepare_data(blocked, tmp_path / "run", log=None)
+    assert not any((tmp_path / "run").glob("*.model"))  # nothing was trained first

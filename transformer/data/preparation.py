@@ -9,6 +9,7 @@ every other process of a torchrun job (`build=False`), opens them instead of doi
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import shutil
@@ -67,9 +68,30 @@ class Preparation:
         self.cache_dir = (
             Path(config.cache_dir).expanduser() if config.cache_dir else output_dir / "cache"
         )
+        if build:
+            self.make_cache_dir()
         self.stages = Stages(log)
         self.collected = None  # the training corpus's words, when the model was just trained
         self.scratch: Path | None = None
+
+    def make_cache_dir(self) -> None:
+        """Make the cache directory, or say in one line why it cannot be made.
+
+        Raises:
+            ValueError: it is a file, a parent is a file, or no permission; naming
+                data.cache_dir when the config set it.
+        """
+        name = "data.cache_dir" if self.config.cache_dir else "the cache directory"
+        try:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            if self.cache_dir.is_file():
+                reason = "it is a file"
+            elif error.errno == errno.ENOTDIR:
+                reason = "a folder above it is a file"
+            else:
+                reason = error.strerror or str(error)
+            raise ValueError(f"{name} ({self.cache_dir}) cannot be made: {reason}") from error
 
     def chunks(self, spec: str):
         return iter_parallel(spec, self.config.source_lang, self.config.target_lang, CHUNK_PAIRS)
