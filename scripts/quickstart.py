@@ -211,6 +211,8 @@ def _job(argv: list[str] | None) -> int:
     if problem:
         print(f"quickstart: error: {problem}", file=sys.stderr)
         return 2
+    if note := validation_choice.capped_averages(args.average_last, config.train.keep_last):
+        print(f"quickstart: note: {note}", flush=True)  # now, not after the hour of training
     # results/ is only written by the full, unmodified job; made now, a bad directory fails
     results_dir = Path(args.results_dir or (run_dir if changed else REPO / "results"))
     try:  # before the hour of training, not after it
@@ -220,8 +222,7 @@ def _job(argv: list[str] | None) -> int:
         return 1
     test_prefix = resolve_prefix(config.data.test)
     valid_prefix = resolve_prefix(config.data.valid or config.data.test)  # unused when empty
-    python = sys.executable
-    start = time.time()
+    python, start = sys.executable, time.time()
     train_command = training_command(python, processes, ["--config", args.config, *overrides])
     if args.fresh:
         train_command.append("--no-resume")

@@ -180,6 +180,20 @@ def table(scores: dict[Choice, float], chosen: Choice) -> list[dict]:
     ]
 
 
+def capped_averages(average_last: Sequence[int], keep_last: int) -> str | None:
+    """What a run that keeps `keep_last` numbered checkpoints does to the larger counts of
+    `average_last` (they average the `keep_last` it keeps), or None when every count fits.
+    Said before training: at the end of the hour it is too late to raise `train.keep_last`."""
+    larger = sorted(n for n in average_last if n > keep_last)
+    if not larger or keep_last < 1:  # keep_last < 1 is an error of its own (decoding_problem)
+        return None
+    counts = " and ".join(f"the last {n}" for n in larger)
+    return (
+        f"train.keep_last ({keep_last}) keeps {keep_last} numbered checkpoint(s): {counts} "
+        f"will average those {keep_last}; raise train.keep_last to average more"
+    )
+
+
 def average_and_choose(
     run_dir: Path,
     average_last: Sequence[int],

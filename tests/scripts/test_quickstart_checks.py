@@ -33,3 +33,27 @@ def test_a_relative_config_is_the_one_in_the_callers_directory(shared_data, tmp_
     argv = ["--config", "mytiny.yaml", "--processes", "1", "--run-dir", "run"]
     command = _planned_training(monkeypatch, argv, cores=2)
     assert command[command.index("--config") + 1] == str(tmp_path / "mytiny.yaml")
+
+
+@pytest.mark.parametrize(
+    "overrides, note",
+    [
+        ([], None),  # the config keeps the 10 the job averages
+        (["train.keep_last=7"], "the last 10 will average those 7"),
+        (["train.keep_last=3"], "the last 5 and the last 10 will average those 3"),
+    ],
+)
+def test_averages_larger_than_keep_last_are_said_before_training(
+    overrides, note, shared_data, tmp_path, monkeypatch, capsys
+):
+    """`--average-last` above `train.keep_last` was only said after the hour of training, when
+    it was too late to keep more checkpoints (#17, bad-input pass)."""
+    monkeypatch.setenv("TRANSFORMER_DATA_DIR", str(shared_data))
+    argv = ["--max-minutes", "1", "--run-dir", str(tmp_path / "run"), *overrides]
+    _planned_training(monkeypatch, argv, cores=2)
+    said = [line for line in capsys.readouterr().out.splitlines() if "note:" in line]
+    if note is None:
+        assert said == []
+    else:
+        assert len(said) == 1 and said[0].startswith("quickstart: note: train.keep_last (")
+        assert note in said[0] and said[0].endswith("raise train.keep_last to average more")

@@ -215,3 +215,25 @@ def test_a_damaged_moving_average_is_left_out_with_a_line(tmp_path, capsys):
         ": left out of the choice"
     )
     assert len(out.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "average_last, keep_last, larger",
+    [
+        ([5, 10, 1], 10, None),
+        ([5, 10], 6, "the last 10"),
+        ([10, 1, 5], 2, "the last 5 and the last 10"),
+    ],
+)
+def test_counts_above_keep_last_are_named(average_last, keep_last, larger):
+    note = validation_choice.capped_averages(average_last, keep_last)
+    if larger is None:
+        assert note is None
+    else:
+        assert f"{larger} will average those {keep_last};" in note
+        # what plan_averages will do with them, once the run kept keep_last
+        assert max(validation_choice.plan_averages(average_last, keep_last)) == keep_last
+
+
+def test_keep_last_below_one_is_left_to_its_own_error():
+    assert validation_choice.capped_averages([5], 0) is None
