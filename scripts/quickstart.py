@@ -251,7 +251,7 @@ def _job(argv: list[str] | None) -> int:
         "--length-penalty", str(decode["length_penalty"]),
         "--hyp-out", str(hyp_path), "--json", str(scores_path),
     ]  # fmt: skip
-    run([python, "-m", "transformer.cli.evaluate", *evaluate], again)
+    run([python, "-m", "transformer", "evaluate", *evaluate], again)
     report = json.loads(scores_path.read_text())
     scores = report["scores"]
     summary = MetricsLog(run_dir / "metrics.jsonl").summary()

@@ -60,14 +60,14 @@ train_args=(--config "configs/$size.yaml" "train.output_dir=$run_dir" "train.kee
 echo "== 0. data + joint BPE (37000): transformer-prepare into $run_dir"
 # The config reads WMT14 through datasets (data.train: hf:wmt/wmt14:de-en:train) and trains the
 # SentencePiece model in the run directory; a rerun reuses both.
-"$python" -m transformer.cli.prepare "${train_args[@]}"
+"$python" -m transformer prepare "${train_args[@]}"
 
 echo "== 1. training: configs/$size.yaml on $NGPUS process(es), a checkpoint every 10 minutes"
 "$python" -m torch.distributed.run --standalone --nproc_per_node "$NGPUS" \
-  -m transformer.cli.train "${train_args[@]}"
+  -m transformer.train "${train_args[@]}"
 
 echo "== 2. average the last $average_last checkpoints"
-"$python" -m transformer.cli.average --last "$average_last" --dir "$run_dir" \
+"$python" -m transformer average --last "$average_last" --dir "$run_dir" \
   --output "$run_dir/checkpoint_avg$average_last.pt"
 
 echo "== 3. decode newstest2014 (beam 4, alpha 0.6) and score"
@@ -76,7 +76,7 @@ if [ -n "${TEST_SRC:-}" ]; then
 else
   test_args=(--test-set wmt14/full --langpair en-de)
 fi
-"$python" -m transformer.cli.evaluate --checkpoint "$run_dir/checkpoint_avg$average_last.pt" \
+"$python" -m transformer evaluate --checkpoint "$run_dir/checkpoint_avg$average_last.pt" \
   "${test_args[@]}" --beam-size 4 --length-penalty 0.6 \
   --json "$run_dir/newstest2014.json" --hyp-out "$run_dir/newstest2014.hyp.de"
 echo "Scores: $run_dir/newstest2014.json (sacreBLEU BLEU and chrF with signatures, and the"

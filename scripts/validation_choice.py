@@ -145,7 +145,7 @@ def score_on_validation(
         out_dir: Where each choice's hypotheses and JSON report go
             (`<stem>.hyp.<lang>`, `<stem>.json`; `Choice.stem`).
         run: Runs one command and exits on failure (`quickstart.run`).
-        python: The interpreter that runs `transformer.cli.evaluate`.
+        python: The interpreter that runs `python -m transformer evaluate`.
 
     Returns:
         Each choice's sacreBLEU BLEU on the validation set, in the order of `choices`.
@@ -161,7 +161,7 @@ def score_on_validation(
             "--beam-size", str(choice.beam_size), "--length-penalty", str(length_penalty),
             "--hyp-out", f"{stem}.hyp.{target_lang}", "--json", str(report),
         ]  # fmt: skip
-        run([python, "-m", "transformer.cli.evaluate", *evaluate])
+        run([python, "-m", "transformer", "evaluate", *evaluate])
         scores[choice] = json.loads(report.read_text())["scores"]["bleu"]
     return scores
 
@@ -247,7 +247,7 @@ def average_and_choose(
             continue
         averaged[count] = run_dir / f"checkpoint_avg{count}.pt"
         average = ["--last", str(count), "--dir", str(run_dir), "--output", str(averaged[count])]
-        run([python, "-m", "transformer.cli.average", *average])
+        run([python, "-m", "transformer", "average", *average])
     ema = ema_checkpoint(run_dir)
     if ema is not None:
         averaged[None] = ema

@@ -82,6 +82,8 @@ def parse_problems(words: list[str], extra_options: list[str]) -> list[str]:
         if shutil.which("torchrun", path=str(BIN)) is None:
             return [f"no torchrun in {BIN}"]
         program, args = "python", args[args.index("-m") :]
+    if args[:2] == ["-m", "transformer"] and len(args) > 2:  # its console script, by name
+        program, args = f"transformer-{args[2]}", args[3:]
     if program == "bash":  # bash SCRIPT ARGS
         return [] if (ROOT / args[0]).is_file() else [f"no such file: {args[0]}"]
     if program.endswith(".sh"):

@@ -12,7 +12,8 @@ The package, by concern (each folder's `__init__.py` lists its files):
 - `cli/`: the console scripts (`transformer-train`, `-translate`, `-evaluate`, ...);
 - `cpu/`: CPU speed-ups applied from outside the model (oneDNN);
 - `config.py` (the YAML config), `checkpoint.py` (the checkpoint file), `device.py`,
-  `atomic.py` (files written whole or not at all).
+  `atomic.py` (files written whole or not at all); `__main__.py`: `python -m transformer
+  <command>`, the console script `transformer-<command>`.
 """
 
 from __future__ import annotations

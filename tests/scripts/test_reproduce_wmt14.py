@@ -165,13 +165,12 @@ def test_the_script_prepares_first_then_runs_torchrun_of_its_python_on_every_vis
     assert result.returncode == 0, result.stderr
     calls = log.read_text().splitlines()
     config = "--config configs/base.yaml train.output_dir=r train.keep_last=5 train.seed=3"
-    assert calls[0] == f"-m transformer.cli.prepare {config}"
+    assert calls[0] == f"-m transformer prepare {config}"
     assert calls[1] == (
-        f"-m torch.distributed.run --standalone --nproc_per_node 3 -m transformer.cli.train "
-        f"{config}"
+        f"-m torch.distributed.run --standalone --nproc_per_node 3 -m transformer.train {config}"
     )
-    assert calls[2].startswith("-m transformer.cli.average --last 5 --dir r")
-    assert calls[3].startswith("-m transformer.cli.evaluate --checkpoint r/checkpoint_avg5.pt")
+    assert calls[2].startswith("-m transformer average --last 5 --dir r")
+    assert calls[3].startswith("-m transformer evaluate --checkpoint r/checkpoint_avg5.pt")
 
 
 @pytest.mark.parametrize(
@@ -214,5 +213,5 @@ def test_the_run_directory_and_checkpoint_count_follow_the_overrides(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     calls = log.read_text().splitlines()
-    assert calls[2].startswith("-m transformer.cli.average --last 3 --dir /scratch/run")
+    assert calls[2].startswith("-m transformer average --last 3 --dir /scratch/run")
     assert "--checkpoint /scratch/run/checkpoint_avg3.pt" in calls[3]

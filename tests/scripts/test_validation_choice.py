@@ -58,7 +58,7 @@ def _fake_steps(run_dir, bleu):
     def run(command):
         commands.append(command)
         value = dict(zip(command, command[1:], strict=False))
-        if "transformer.cli.average" in command:
+        if "average" in command:
             (run_dir / value["--output"]).write_bytes(b"averaged")
         else:
             name = value["--checkpoint"].rsplit("/", 1)[1]
@@ -88,9 +88,9 @@ def test_every_average_is_decoded_with_every_beam_and_the_best_chosen(tmp_path, 
     out = capsys.readouterr().out  # the count asked for, and what it became
     assert "holds 7 numbered checkpoint(s), fewer than the last 10 asked for" in out
     assert "the candidates: the average of the last 5, the average of the last 7" in out
-    averages = [c for c in commands if "transformer.cli.average" in c]
+    averages = [c for c in commands if "average" in c]
     assert [c[c.index("--last") + 1] for c in averages] == ["5", "7"]
-    decodes = [c for c in commands if "transformer.cli.evaluate" in c]
+    decodes = [c for c in commands if "evaluate" in c]
     assert len(decodes) == 4
     for command in decodes:  # the validation set, the run's alpha, hypotheses in `de`
         assert command[command.index("--src") + 1] == str(valid[0])
@@ -134,10 +134,10 @@ def test_the_last_checkpoint_itself_is_a_candidate_without_averaging(tmp_path, c
     chosen, path, rows = validation_choice.average_and_choose(
         tmp_path, [5, 1], [4, 6], valid, "de", 2.5, run, "py"
     )
-    averages = [c for c in commands if "transformer.cli.average" in c]
+    averages = [c for c in commands if "average" in c]
     assert [c[c.index("--last") + 1] for c in averages] == ["5"]
     assert not (tmp_path / "checkpoint_avg1.pt").exists()
-    decoded = [c[c.index("--checkpoint") + 1] for c in commands if "transformer.cli.evaluate" in c]
+    decoded = [c[c.index("--checkpoint") + 1] for c in commands if "evaluate" in c]
     assert decoded[2:] == [str(tmp_path / "checkpoint_1400.pt")] * 2
     assert (tmp_path / "valid" / "last.beam4.json").is_file()
     assert [(r["average_last"], r["beam_size"]) for r in rows] == list(table)
@@ -185,7 +185,7 @@ def test_the_moving_average_of_the_newest_step_is_a_candidate(
     chosen, path, rows = validation_choice.average_and_choose(
         tmp_path, [5], [4, 6], valid, "de", 2.5, run, "py"
     )
-    decoded = [c[c.index("--checkpoint") + 1] for c in commands if "transformer.cli.evaluate" in c]
+    decoded = [c[c.index("--checkpoint") + 1] for c in commands if "evaluate" in c]
     out = capsys.readouterr().out
     if candidate:
         assert chosen == Choice(None, 4) and path == tmp_path / "checkpoint_ema.pt"

@@ -6,8 +6,9 @@ the same cores, say) the spinning threads take the cores the working ones need, 
 with two threads runs many times slower (BENCHMARKS.md, "CPU training: kernel time" and
 "Decoding beside a training run"). `OMP_WAIT_POLICY=PASSIVE` makes a waiting thread sleep at
 once. libgomp reads the variable once, when torch loads, so it is set here, before the command's
-module (and torch) is imported; a value in the environment wins. `python -m
-transformer.cli.<command>` skips this: set the variable yourself there.
+module (and torch) is imported; a value in the environment wins. `python -m transformer
+<command>` comes here too (transformer/__main__.py); `python -m transformer.cli.<command>` skips
+this: set the variable yourself there, and a Ctrl-C while torch loads is a traceback.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ def start(command: str, argv: list[str] | None = None) -> int:
         return 130
     return module.main(argv)
 
+
+# The commands, as `python -m transformer <command>` names them (transformer/__main__.py).
+COMMANDS = (
+    "prepare", "train", "average", "translate", "evaluate", "score", "attention", "plot", "export",
+)  # fmt: skip
 
 # The entry points of pyproject.toml's [project.scripts], one per command: `f(argv=None)`.
 train = functools.partial(start, "train")
