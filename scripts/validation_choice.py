@@ -188,9 +188,15 @@ def capped_averages(average_last: Sequence[int], keep_last: int) -> str | None:
     if not larger or keep_last < 1:  # keep_last < 1 is an error of its own (decoding_problem)
         return None
     counts = " and ".join(f"the last {n}" for n in larger)
+    given = ",".join(str(n) for n in average_last)
+    if keep_last == 1:
+        kept, becomes = "1 numbered checkpoint", "that checkpoint itself"
+    else:
+        kept, becomes = f"{keep_last} numbered checkpoints", f"the average of those {keep_last}"
+    both = " both" if len(larger) > 1 else ""
     return (
-        f"train.keep_last ({keep_last}) keeps {keep_last} numbered checkpoint(s): {counts} "
-        f"will average those {keep_last}; raise train.keep_last to average more"
+        f"--average-last {given}: train.keep_last ({keep_last}) keeps only {kept}, so {counts} "
+        f"will{both} be {becomes}; raise train.keep_last to average more"
     )
 
 

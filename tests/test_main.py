@@ -81,3 +81,15 @@ def test_a_command_runs_in_a_fresh_interpreter():
         capture_output=True, text=True, cwd=REPO,
     )  # fmt: skip
     assert done.returncode == 0 and done.stdout.startswith("usage: transformer-average")
+
+
+def test_help_into_a_closed_pipe_ends_quietly():
+    """`python -m transformer -h | head -0` printed a BrokenPipeError traceback (#17,
+    bad-input pass); the commands themselves end quietly with 141, as SIGPIPE ends a tool."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "transformer", "-h"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
+    )  # fmt: skip
+    child.stdout.close()  # the reader goes away before the child (still starting) writes
+    error = child.stderr.read().decode()
+    assert child.wait(timeout=60) == 141 and error == ""

@@ -3,6 +3,7 @@
 point (transformer/cli/launch.py): the OpenMP wait policy is set before torch loads, and a Ctrl-C
 while it loads ends in one line. For an interpreter whose scripts folder is not on PATH."""
 
+import os
 import sys
 
 from transformer.cli.launch import COMMANDS, start
@@ -17,12 +18,17 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     usage = f"usage: python -m transformer {{{','.join(COMMANDS)}}} [arguments]"
     if argv and argv[0] in ("-h", "--help"):
-        print(
-            usage,
-            "",
-            "runs transformer-<command> with the arguments (its -h: the options)",
-            sep="\n",
-        )
+        try:
+            print(
+                usage,
+                "",
+                "runs transformer-<command> with the arguments (its -h: the options)",
+                sep="\n",
+            )
+            sys.stdout.flush()
+        except BrokenPipeError:  # the reader went away (`| head -0`): quiet, as SIGPIPE ends a tool
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # for the exit flush
+            return 141
         return 0
     if not argv or argv[0] not in COMMANDS:
         given = f"unknown command {argv[0]!r}" if argv else "a command is needed"

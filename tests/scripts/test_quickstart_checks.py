@@ -39,8 +39,8 @@ def test_a_relative_config_is_the_one_in_the_callers_directory(shared_data, tmp_
     "overrides, note",
     [
         ([], None),  # the config keeps the 10 the job averages
-        (["train.keep_last=7"], "the last 10 will average those 7"),
-        (["train.keep_last=3"], "the last 5 and the last 10 will average those 3"),
+        (["train.keep_last=7"], "so the last 10 will be the average of those 7;"),
+        (["train.keep_last=3"], "the last 5 and the last 10 will both be the average of those 3;"),
     ],
 )
 def test_averages_larger_than_keep_last_are_said_before_training(
@@ -55,5 +55,7 @@ def test_averages_larger_than_keep_last_are_said_before_training(
     if note is None:
         assert said == []
     else:
-        assert len(said) == 1 and said[0].startswith("quickstart: note: train.keep_last (")
+        assert len(said) == 1 and said[0].startswith(
+            "quickstart: note: --average-last 5,10,1: train.keep_last ("
+        )
         assert note in said[0] and said[0].endswith("raise train.keep_last to average more")

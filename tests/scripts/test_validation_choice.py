@@ -221,8 +221,9 @@ def test_a_damaged_moving_average_is_left_out_with_a_line(tmp_path, capsys):
     "average_last, keep_last, larger",
     [
         ([5, 10, 1], 10, None),
-        ([5, 10], 6, "the last 10"),
-        ([10, 1, 5], 2, "the last 5 and the last 10"),
+        ([5, 10], 6, "so the last 10 will be the average of those 6;"),
+        ([10, 1, 5], 2, "so the last 5 and the last 10 will both be the average of those 2;"),
+        ([5, 20], 1, "only 1 numbered checkpoint, so the last 5 and the last 20 will both be that"),
     ],
 )
 def test_counts_above_keep_last_are_named(average_last, keep_last, larger):
@@ -230,7 +231,9 @@ def test_counts_above_keep_last_are_named(average_last, keep_last, larger):
     if larger is None:
         assert note is None
     else:
-        assert f"{larger} will average those {keep_last};" in note
+        given = ",".join(map(str, average_last))
+        assert note.startswith(f"--average-last {given}: train.keep_last ({keep_last}) keeps")
+        assert larger in note
         # what plan_averages will do with them, once the run kept keep_last
         assert max(validation_choice.plan_averages(average_last, keep_last)) == keep_last
 
