@@ -5,6 +5,7 @@ pyproject.toml's own script table)."""
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -91,3 +92,56 @@ def test_python_m_transformer_train_goes_through_the_launcher(monkeypatch, capsy
         runpy.run_module("transformer.train", run_name="__main__")
     assert exit_.value.code == 130
     assert capsys.readouterr().err == "transformer-train: interrupted\n"
+
+
+def test_a_ctrl_c_that_an_import_would_drop_still_ends_the_command(monkeypatch, capsys):
+    """A Ctrl-C while torch loads could land in numpy's import, made by torch's C code, which
+    dropped the KeyboardInterrupt: the command then ran to its end and exited 0 (#17, bad-input
+    pass, 5 of 18 tries). The signal is now recorded, and the command does not start."""
+    ran = []
+
+    def import_that_drops_the_interrupt(name):
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+            pass  # what torch's C code did with it
+        return SimpleNamespace(main=lambda argv: ran.append(argv) or 0)
+
+    monkeypatch.setattr(launch.importlib, "import_module", import_that_drops_the_interrupt)
+    assert launch.translate(["--help"]) == 130
+    assert ran == []
+    assert capsys.readouterr().err == "transformer-translate: interrupted\n"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back
+
+
+_SIGNALLED_START = """
+import os, signal, sys, types
+from transformer.cli import launch
+if sys.argv[2] == "ignored":
+    signal.signal(getattr(signal, sys.argv[1]), signal.SIG_IGN)
+def loading(name):
+    os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+    return types.SimpleNamespace(main=lambda argv: print("ran") or 0)
+launch.importlib.import_module = loading
+sys.exit(launch.start("score", []))
+"""
+
+
+@pytest.mark.parametrize(
+    ("signame", "handling", "status", "stdout", "stderr"),
+    [
+        ("SIGTERM", "default", 143, "", "transformer-score: terminated\n"),
+        ("SIGINT", "ignored", 0, "ran\n", ""),  # a background job's: it stays ignored
+        ("SIGTERM", "ignored", 0, "ran\n", ""),
+    ],
+)
+def test_a_signal_while_the_command_loads(signame, handling, status, stdout, stderr):
+    """SIGTERM (a scheduler's) in the first second ended the command silently with 143: it now
+    says so in one line. A signal the caller ignores stays ignored."""
+    done = subprocess.run(
+        [sys.executable, "-c", _SIGNALLED_START, signame, handling],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (status, stdout, stderr)

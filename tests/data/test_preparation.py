@@ -4,7 +4,9 @@ nothing half-written or left behind after an interrupt. The reference for the ke
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -101,3 +103,39 @@ def test_a_cache_dir_that_cannot_be_made_is_one_line_before_any_work(
     with pytest.raises(ValueError, match=expected):
         prepare_data(blocked, tmp_path / "run", log=None)
     assert not any((tmp_path / "run").glob("*.model"))  # nothing was trained first
+
+
+def _lock(folder, locked: bool) -> None:
+    """Make `folder` unwritable (immutable as root, whom permissions do not stop) or writable."""
+    if os.geteuid() != 0:
+        folder.chmod(0o555 if locked else 0o755)
+    elif shutil.which("chattr") is None:
+        pytest.skip("running as root without chattr: no way to make a folder unwritable")
+    elif subprocess.run(["chattr", "+i" if locked else "-i", str(folder)]).returncode:
+        pytest.skip(f"chattr cannot make {folder} immutable on this filesystem")
+
+
+def test_a_cache_dir_that_cannot_be_written_is_one_line_and_a_complete_one_is_read(
+    config, tmp_path
+):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    shared = DataConfig(**{**config.__dict__, "cache_dir": str(cache)})
+    _lock(cache, True)
+    try:
+        expected = rf"data\.cache_dir \({cache}\) cannot be written: (Operation not permitted|Permission denied)$"  # noqa: E501
+        with pytest.raises(ValueError, match=expected):
+            prepare_data(shared, tmp_path / "run", log=None)
+        _lock(cache, False)
+        first = prepare_data(shared, tmp_path / "run", log=None)  # writes the entries
+        _lock(cache, True)
+        again = prepare_data(shared, tmp_path / "run", log=None)  # only reads them
+    finally:
+        _lock(cache, False)
+    assert np.array_equal(again.train.src_tokens, first.train.src_tokens)
+
+
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_a_blank_cache_dir_is_refused(config, blank):
+    with pytest.raises(ValueError, match=rf"data\.cache_dir \('{blank}'\) is blank"):
+        DataConfig(**{**config.__dict__, "cache_dir": blank})

@@ -9,14 +9,25 @@ once. libgomp reads the variable once, when torch loads, so it is set here, befo
 module (and torch) is imported; a value in the environment wins. `python -m transformer
 <command>` comes here too (transformer/__main__.py); `python -m transformer.cli.<command>` skips
 this: set the variable yourself there, and a Ctrl-C while torch loads is a traceback.
+
+While the command's module loads, a Ctrl-C or SIGTERM is recorded, not raised: raised, it could
+land in an import that torch's C code makes (numpy's) and be dropped there, and the command
+would then run to its end. Once loaded, the command ends in one line instead of starting.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+
+# What a signal recorded while the command loads ends it with: (exit status, last word).
+ENDINGS = {signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminated")}
 
 
 def start(command: str, argv: list[str] | None = None) -> int:
@@ -27,15 +38,43 @@ def start(command: str, argv: list[str] | None = None) -> int:
         argv: Its arguments (None: `sys.argv[1:]`).
 
     Returns:
-        The command's exit status (130 after a Ctrl-C while its module loads).
+        The command's exit status (130 after a Ctrl-C, 143 after SIGTERM, while its module
+        loads).
     """
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
-        module = importlib.import_module(f"transformer.cli.{command}")
-    except KeyboardInterrupt:  # Ctrl-C while torch loads (a second or two): no traceback
-        print(f"transformer-{command}: interrupted", file=sys.stderr)
-        return 130
+        with recorded_signals() as received:
+            module = importlib.import_module(f"transformer.cli.{command}")
+    except KeyboardInterrupt:  # Ctrl-C while torch loads, where it could not be recorded
+        received = [signal.SIGINT]
+    if received:
+        status, word = ENDINGS[received[0]]
+        print(f"transformer-{command}: {word}", file=sys.stderr)
+        return status
     return module.main(argv)
+
+
+@contextlib.contextmanager
+def recorded_signals() -> Iterator[list[int]]:
+    """Record SIGINT and SIGTERM in the yielded list instead of acting on them, for a while.
+
+    Only signals left at Python's defaults are recorded (an ignored one stays ignored, as in a
+    background job), and only in the main thread, the one that receives them.
+
+    Yields:
+        The signals received meanwhile, in order.
+    """
+    received: list[int] = []
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in ENDINGS:
+            if signal.getsignal(signum) in (signal.default_int_handler, signal.SIG_DFL):
+                previous[signum] = signal.signal(signum, lambda s, frame: received.append(s))
+    try:
+        yield received
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 # The commands, as `python -m transformer <command>` names them (transformer/__main__.py).

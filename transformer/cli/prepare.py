@@ -118,7 +118,7 @@ def _check_summary_path(path: str, config_path: str, config, run_dir: Path) -> N
                 prefix.parent / f"{prefix.name}.{lang}"
                 for lang in (data.source_lang, data.target_lang)
             ]
-    cache = Path(data.cache_dir).expanduser() if data.cache_dir else run_dir / "cache"
+    cache = data.cache_directory(run_dir)
     in_run_dir = Path(path).resolve().parent == run_dir.resolve()
     check_output_path(path, inputs, "--json", creates_directory=in_run_dir)  # ValueError: 1
     if cache.resolve() in Path(path).resolve().parents:

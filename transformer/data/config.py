@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 from transformer.data.tokenizer import SPM_MODEL_TYPES
 
@@ -34,7 +35,8 @@ class DataConfig:
             are dropped from training and validation data.
         max_len_ratio: Also drop pairs where max(len) / min(len) exceeds this (a finite
             number >= 1); null = off.
-        cache_dir: Where encoded corpora are cached; null = `<output_dir>/cache`.
+        cache_dir: Where encoded corpora are cached (`~` expands to the home folder); null =
+            `<output_dir>/cache` (`cache_directory`).
         bpe_dropout: BPE-dropout's probability of skipping a merge when the training corpus
             is segmented anew each epoch (Provilkov et al., 2020; 0.1 there); 0 = off (the
             paper). BPE models only (`data/bpe_dropout.py`).
@@ -79,6 +81,11 @@ class DataConfig:
         ratio = self.max_len_ratio
         if ratio is not None and not (math.isfinite(ratio) and ratio >= 1.0):  # NaN, inf
             raise ValueError(f"data.max_len_ratio ({ratio}) must be a finite number >= 1 or null")
+        if self.cache_dir is not None and not self.cache_dir.strip():  # '' or spaces
+            raise ValueError(
+                f"data.cache_dir ({self.cache_dir!r}) is blank: give a folder, or null for "
+                "<train.output_dir>/cache"
+            )
         if not (math.isfinite(self.bpe_dropout) and 0.0 <= self.bpe_dropout < 1.0):
             raise ValueError(f"data.bpe_dropout ({self.bpe_dropout}) must be in [0, 1)")
         if self.bpe_dropout > 0 and self.spm_model_type != "bpe":
@@ -86,3 +93,14 @@ class DataConfig:
                 f"data.bpe_dropout ({self.bpe_dropout}) needs data.spm_model_type: bpe "
                 f"(not {self.spm_model_type!r})"
             )
+
+    def cache_directory(self, output_dir: Path) -> Path:
+        """The folder of encoded corpora: `cache_dir` (`~` expanded), or `<output_dir>/cache`.
+
+        Args:
+            output_dir: The run directory (`train.output_dir`).
+
+        Returns:
+            The folder; not made here (`Preparation.make_cache_dir` makes it).
+        """
+        return Path(self.cache_dir).expanduser() if self.cache_dir else output_dir / "cache"

@@ -65,9 +65,7 @@ class Preparation:
 
     def __init__(self, config: DataConfig, output_dir: Path, log, build: bool) -> None:
         self.config, self.output_dir, self.log, self.build = config, output_dir, log, build
-        self.cache_dir = (
-            Path(config.cache_dir).expanduser() if config.cache_dir else output_dir / "cache"
-        )
+        self.cache_dir = config.cache_directory(output_dir)
         if build:
             self.make_cache_dir()
         self.stages = Stages(log)
@@ -92,6 +90,24 @@ class Preparation:
             else:
                 reason = error.strerror or str(error)
             raise ValueError(f"{name} ({self.cache_dir}) cannot be made: {reason}") from error
+
+    def unwritable(self, error: OSError) -> ValueError | None:
+        """`error` as one line naming data.cache_dir when it refused a write in the cache.
+
+        A cache folder that exists but cannot be written (read-only, or immutable, which even
+        root cannot write) is found at the first write, not up front: a complete cache is read
+        without writing, and may be read-only.
+
+        Returns:
+            The `ValueError` to raise instead, or None for any other error.
+        """
+        refused = error.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+        if not refused or not error.filename:
+            return None
+        if self.cache_dir.resolve() not in Path(error.filename).resolve().parents:
+            return None
+        name = "data.cache_dir" if self.config.cache_dir else "the cache directory"
+        return ValueError(f"{name} ({self.cache_dir}) cannot be written: {error.strerror}")
 
     def chunks(self, spec: str):
         return iter_parallel(spec, self.config.source_lang, self.config.target_lang, CHUNK_PAIRS)

@@ -100,7 +100,8 @@ def prepare_data(
         FileExistsError: the settings changed in a run directory with checkpoints, without
             `replace_model`.
         ValueError: unreadable/misaligned corpus, an unreachable dataset, a model whose size
-            differs from the config (train=False), or a split empty after filtering.
+            differs from the config (train=False), a split empty after filtering, or a cache
+            folder that cannot be made or written.
     """
     log = log or (lambda message: None)
     output_dir = Path(output_dir)
@@ -149,6 +150,10 @@ def prepare_data(
             result.valid, result.valid_report = job.split(
                 "valid", config.valid, valid_text.fingerprint, tokenizer, valid_text
             )
+    except OSError as error:
+        if (unwritable := job.unwritable(error)) is None:
+            raise
+        raise unwritable from error
     finally:
         job.drop_scratch()
     return result

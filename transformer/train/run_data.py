@@ -18,7 +18,6 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from transformer.atomic import remove_stale_temporaries
 from transformer.config import Config
@@ -94,7 +93,7 @@ def prepare_run_data(
 
 def _written(config: Config, run_dir: RunDirectory) -> tuple:
     """When the run directory and the token cache last changed (cheap: two `stat` calls)."""
-    cache = Path(config.data.cache_dir) if config.data.cache_dir else run_dir.path / "cache"
+    cache = config.data.cache_directory(run_dir.path)
     return tuple(
         path.stat().st_mtime_ns if path.exists() else None for path in (run_dir.path, cache)
     )
