@@ -5,8 +5,7 @@ the validation set, decode test_2016_flickr with them, score BLEU.
     python scripts/quickstart.py --direction de-en                               # DE->EN
     python scripts/quickstart.py --max-minutes 5 train.max_steps=200             # a short try
 
-Steps (each one the project's own command, run as a subprocess so that what you see is what a
-user gets from the CLI):
+Steps (each the project's own command, as a subprocess: what you see is what the CLI gives):
 
 1. find Multi30k in `$TRANSFORMER_DATA_DIR/multi30k` (train/val/test_2016_flickr .en/.de), or
    download the Hugging Face dataset `bentrevett/multi30k` into `data/multi30k` (offline, one
@@ -38,12 +37,10 @@ if __package__ in (None, ""):  # run as `python scripts/quickstart.py`: import f
 
 import yaml  # noqa: E402
 
-from scripts import validation_choice  # noqa: E402
 from scripts.step import INTERRUPTED, run  # noqa: E402
 from transformer.atomic import atomic_write_text  # noqa: E402
-from transformer.cli.common import one_line  # noqa: E402
+from transformer.cli.launch import recorded_signals  # noqa: E402
 from transformer.cli.values import integer, number  # noqa: E402
-from transformer.config import load_config  # noqa: E402
 from transformer.cpu.processes import cpu_processes  # noqa: E402
 from transformer.data.corpus import resolve_prefix  # noqa: E402
 from transformer.data.multi30k import find_multi30k  # noqa: E402
@@ -110,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _job(argv: list[str] | None) -> int:
     """The steps of the module docstring (see `main`)."""
+    with recorded_signals(replay=True):  # torch loads here, not at the top: a Ctrl-C meanwhile
+        from scripts import validation_choice  # is `main`'s one line, and torch's C code
+        from transformer.cli.common import one_line  # cannot drop it
+        from transformer.config import load_config
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--direction", default="en-de", choices=["en-de", "de-en"])
     parser.add_argument("--config", default=str(REPO / "configs" / "multi30k.yaml"))
@@ -269,9 +270,8 @@ def _job(argv: list[str] | None) -> int:
         "decoding": report.get("decoding", decode),
         **summary,
         "job_minutes": round((time.time() - start) / 60, 2),
-        "command": f"TRANSFORMER_DATA_DIR={os.environ.get('TRANSFORMER_DATA_DIR', '')} "
-        + "python scripts/quickstart.py "
-        + shlex.join(sys.argv[1:] if argv is None else argv),
+        "command": f"TRANSFORMER_DATA_DIR={os.environ.get('TRANSFORMER_DATA_DIR', '')} python "
+        f"scripts/quickstart.py {shlex.join(sys.argv[1:] if argv is None else argv)}",
         "config": yaml.safe_load((run_dir / "config.yaml").read_text()),
     }
     out = results_dir / f"{stem}.json"

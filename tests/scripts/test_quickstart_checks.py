@@ -3,12 +3,19 @@ of its tests: test_quickstart.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from scripts import quickstart
 from tests.scripts.test_quickstart import _planned_training
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_an_unusable_results_dir_fails_before_training(shared_data, tmp_path, monkeypatch, capsys):
@@ -59,3 +66,27 @@ def test_averages_larger_than_keep_last_are_said_before_training(
             "quickstart: note: --average-last 5,10,1: train.keep_last ("
         )
         assert note in said[0] and said[0].endswith("raise train.keep_last to average more")
+
+
+def test_the_script_loads_without_torch():
+    """Its module-level imports loaded torch (a second or more) before `main`'s Ctrl-C handler:
+    a Ctrl-C then printed a KeyboardInterrupt traceback (#17, bad-input pass)."""
+    code = "import sys, scripts.quickstart; print('torch' in sys.modules)"
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "False"
+
+
+def test_a_ctrl_c_while_torch_loads_is_one_line(monkeypatch, capsys):
+    recorded = quickstart.recorded_signals
+
+    @contextlib.contextmanager
+    def interrupted_while_loading(replay):
+        with recorded(replay=replay) as received:
+            signal.raise_signal(signal.SIGINT)  # recorded, raised once the modules are loaded
+            yield received
+
+    monkeypatch.setattr(quickstart, "recorded_signals", interrupted_while_loading)
+    assert quickstart.main(["--help"]) == 130
+    assert capsys.readouterr().err == "quickstart: interrupted; rerun the same command to resume\n"

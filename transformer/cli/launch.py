@@ -55,11 +55,15 @@ def start(command: str, argv: list[str] | None = None) -> int:
 
 
 @contextlib.contextmanager
-def recorded_signals() -> Iterator[list[int]]:
+def recorded_signals(replay: bool = False) -> Iterator[list[int]]:
     """Record SIGINT and SIGTERM in the yielded list instead of acting on them, for a while.
 
     Only signals left at Python's defaults are recorded (an ignored one stays ignored, as in a
     background job), and only in the main thread, the one that receives them.
+
+    Args:
+        replay: At the end, once the handlers are back, raise the first signal received
+            again: a Ctrl-C becomes a `KeyboardInterrupt` there, a SIGTERM ends the process.
 
     Yields:
         The signals received meanwhile, in order.
@@ -75,6 +79,8 @@ def recorded_signals() -> Iterator[list[int]]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+    if replay and received:
+        signal.raise_signal(received[0])
 
 
 # The commands, as `python -m transformer <command>` names them (transformer/__main__.py).
