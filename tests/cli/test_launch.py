@@ -130,7 +130,7 @@ sys.exit(launch.start("score", []))
 @pytest.mark.parametrize(
     ("signame", "handling", "status", "stdout", "stderr"),
     [
-        ("SIGTERM", "default", 143, "", "transformer-score: terminated\n"),
+        ("SIGTERM", "default", 143, "", "transformer-score: interrupted\n"),
         ("SIGINT", "ignored", 0, "ran\n", ""),  # a background job's: it stays ignored
         ("SIGTERM", "ignored", 0, "ran\n", ""),
     ],

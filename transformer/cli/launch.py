@@ -26,8 +26,9 @@ import sys
 import threading
 from collections.abc import Iterator
 
-# What a signal recorded while the command loads ends it with: (exit status, last word).
-ENDINGS = {signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminated")}
+# The exit status after a signal recorded while the command loads: 128 + the signal, as the
+# commands end after one (`PROG: interrupted`, transformer/cli/common.py).
+STATUSES = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
 def start(command: str, argv: list[str] | None = None) -> int:
@@ -48,9 +49,8 @@ def start(command: str, argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C while torch loads, where it could not be recorded
         received = [signal.SIGINT]
     if received:
-        status, word = ENDINGS[received[0]]
-        print(f"transformer-{command}: {word}", file=sys.stderr)
-        return status
+        print(f"transformer-{command}: interrupted", file=sys.stderr)
+        return STATUSES[received[0]]
     return module.main(argv)
 
 
@@ -71,7 +71,7 @@ def recorded_signals(replay: bool = False) -> Iterator[list[int]]:
     received: list[int] = []
     previous = {}
     if threading.current_thread() is threading.main_thread():
-        for signum in ENDINGS:
+        for signum in STATUSES:
             if signal.getsignal(signum) in (signal.default_int_handler, signal.SIG_DFL):
                 previous[signum] = signal.signal(signum, lambda s, frame: received.append(s))
     try:
