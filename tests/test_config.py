@@ -221,3 +221,11 @@ def test_a_bad_value_is_blamed_on_where_it_came_from(tmp_path, file_text, overri
         [str(path)] + [f"command-line override {overrides[i]!r}" for i in blamed]
     )
     assert origin == expected
+
+
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_a_blank_override_is_the_blank_string_not_null(blank):
+    """YAML reads `data.cache_dir=  ` as null, so it silently meant the default folder, where
+    `data.cache_dir=` was refused (#17, bad-input pass)."""
+    with pytest.raises(ValueError, match=rf"data\.cache_dir \('{blank}'\) is blank"):
+        config_from_dict({}, [f"data.cache_dir={blank}"])

@@ -152,7 +152,7 @@ def _parse_override(text: str) -> tuple[str, str, object]:
     dotted, raw = text.split("=", 1)
     section, key = dotted.split(".", 1)
     try:
-        value = yaml.safe_load(raw) if raw != "" else ""
+        value = yaml.safe_load(raw) if raw.strip() else raw  # YAML reads blanks as null
     except yaml.YAMLError as error:
         raise ValueError(
             f"command-line override {text!r}: the value is not valid YAML: {_yaml_problem(error)}"

@@ -145,6 +145,22 @@ def test_sigterm_during_any_command_is_one_line_and_143(capsys):
     assert written == ["cleaned up"] and signal.getsignal(signal.SIGTERM) is before
 
 
+def test_a_sigterm_the_caller_ignores_stays_ignored():
+    """Under `trap '' TERM` a command still ended on SIGTERM once it had loaded (#17,
+    bad-input pass): its handler replaced the ignored disposition."""
+    import subprocess
+    import sys
+
+    code = (
+        "import argparse, os, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "from transformer.cli.common import run; "
+        "work = lambda args: os.kill(os.getpid(), signal.SIGTERM) or time.sleep(0.2) or 0; "
+        "sys.exit(run(argparse.ArgumentParser(prog='tool'), work, []))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (0, "")
+
+
 def test_a_closed_pipe_on_stdout_ends_quietly_as_sigpipe_does(tmp_path):
     """`... | transformer-translate ... | head -1` ended with `error: [Errno 32] Broken pipe`
     (#17, bad-input pass). A real closed pipe: the reader exits before the writer writes; the

@@ -80,7 +80,9 @@ def test_a_wrong_launch_setting_is_one_line_before_any_process(option, message):
 
 
 def test_a_ctrl_c_while_torch_loads_is_one_line(monkeypatch, capsys):
-    """A Ctrl-C in the second torchrun's import takes gave a KeyboardInterrupt traceback."""
+    """A Ctrl-C in the second torchrun's import takes gave a KeyboardInterrupt traceback, or,
+    landing in an import that torch's C code makes and drops it, none at all: the whole
+    training then ran (#17, bad-input pass). The import here drops it as that code did."""
     import importlib.abc
 
     import torch.distributed
@@ -90,7 +92,10 @@ def test_a_ctrl_c_while_torch_loads_is_one_line(monkeypatch, capsys):
     class Interrupting(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path, target=None):
             if name == "torch.distributed.run":
-                raise KeyboardInterrupt
+                try:
+                    signal.raise_signal(signal.SIGINT)
+                except KeyboardInterrupt:
+                    pass  # dropped
             return None
 
     monkeypatch.delitem(sys.modules, "torch.distributed.run", raising=False)
@@ -101,4 +106,19 @@ def test_a_ctrl_c_while_torch_loads_is_one_line(monkeypatch, capsys):
     except KeyboardInterrupt:  # would end the whole test session
         pytest.fail("the KeyboardInterrupt escaped main()")
     assert status == 130
+    assert capsys.readouterr().err == "torchrun: interrupted\n"
+
+
+def test_a_ctrl_c_before_the_processes_start_is_one_line(monkeypatch, capsys):
+    """A Ctrl-C during torchrun's rendezvous, before it handles signals itself, printed a
+    KeyboardInterrupt traceback from `time.sleep` in `_delay` (#17, bad-input pass)."""
+    from torch.distributed import run
+
+    from transformer.cli import torchrun
+
+    def rendezvous(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run, "run", rendezvous)
+    assert torchrun.main(["--standalone", "--nproc_per_node=1", "worker.py"]) == 130
     assert capsys.readouterr().err == "torchrun: interrupted\n"

@@ -68,7 +68,8 @@ def test_an_interrupt_while_encoding_leaves_no_entry_and_no_scratch(config, tmp_
     with pytest.raises(KeyboardInterrupt):
         prepare_data(config, tmp_path / "run", log=None)
     cache = tmp_path / "run" / "cache"
-    assert list(cache.iterdir()) == []  # neither the entry, its temporary, nor the word ids
+    assert list(cache.iterdir()) == []  # neither the entry nor its temporary
+    assert not list((tmp_path / "run").glob(".*words*"))  # nor the word ids
     monkeypatch.undo()
     again = prepare_data(config, tmp_path / "run", log=None)  # the model is reused
     assert len(again.train) > 0 and encoding.token_dtype(again.tokenizer) == np.uint16
@@ -79,6 +80,7 @@ def test_a_failed_vocabulary_leaves_no_scratch(config, tmp_path):
     with pytest.raises(ValueError, match=r"data\.vocab_size \(100000\) does not fit"):
         prepare_data(too_big, tmp_path / "run", log=None)
     assert list((tmp_path / "run" / "cache").iterdir()) == []
+    assert not list((tmp_path / "run").glob(".*words*"))
 
 
 def test_a_home_relative_cache_dir_is_expanded(config, tmp_path, monkeypatch):
@@ -92,12 +94,17 @@ def test_a_home_relative_cache_dir_is_expanded(config, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize(
     ("cache", "reason"),
-    [("file", "it is a file"), ("file/cache", "a folder above it is a file")],
+    [
+        ("file", "it is a file"),
+        ("file/cache", "a folder above it is a file"),
+        ("link", "it is a link to .*gone, which does not exist"),  # said 'File exists'
+    ],
 )
 def test_a_cache_dir_that_cannot_be_made_is_one_line_before_any_work(
     config, tmp_path, cache, reason
 ):
     (tmp_path / "file").write_text("not a directory\n")
+    (tmp_path / "link").symlink_to(tmp_path / "gone")
     blocked = DataConfig(**{**config.__dict__, "cache_dir": str(tmp_path / cache)})
     expected = rf"data\.cache_dir \({tmp_path / cache}\) cannot be made: {reason}$"
     with pytest.raises(ValueError, match=expected):
@@ -130,9 +137,11 @@ def test_a_cache_dir_that_cannot_be_written_is_one_line_and_a_complete_one_is_re
         first = prepare_data(shared, tmp_path / "run", log=None)  # writes the entries
         _lock(cache, True)
         again = prepare_data(shared, tmp_path / "run", log=None)  # only reads them
+        other = prepare_data(shared, tmp_path / "other", log=None)  # a new run shares them
     finally:
         _lock(cache, False)
     assert np.array_equal(again.train.src_tokens, first.train.src_tokens)
+    assert np.array_equal(other.train.src_tokens, first.train.src_tokens)
 
 
 @pytest.mark.parametrize("blank", ["", "  "])

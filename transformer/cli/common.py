@@ -70,15 +70,17 @@ def run(
         return exit_.code if isinstance(exit_.code, int) else 2
     # SIGTERM (a scheduler's or supervisor's stop) as Ctrl-C: files being written are removed,
     # one line, and the status is 128 + SIGTERM (143), as the shell reports it. A command with
-    # its own handler (transformer-train saves first) installs it inside `work`.
+    # its own handler (transformer-train saves first) installs it inside `work`. A SIGTERM the
+    # caller ignores (`trap '' TERM`) stays ignored.
     received = []
 
     def on_sigterm(signum: int, frame: object) -> None:
         received.append(signum)
         raise KeyboardInterrupt
 
-    main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, on_sigterm) if main_thread else None
+    handled = threading.current_thread() is threading.main_thread()  # where handlers can be
+    handled = handled and signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN
+    previous = signal.signal(signal.SIGTERM, on_sigterm) if handled else None
     stdout, sys.stdout = sys.stdout, _NamedStdout(sys.stdout)
     try:
         status = work(args)
@@ -105,7 +107,7 @@ def run(
         return 128 + signal.SIGTERM if received else 130
     finally:
         sys.stdout = stdout
-        if main_thread:
+        if handled:
             signal.signal(signal.SIGTERM, previous)
     return status if isinstance(status, int) else 0
 

@@ -17,6 +17,8 @@ import copy
 import signal
 import sys
 
+from transformer.cli.launch import STATUSES, recorded_signals
+
 PROG = "torchrun"
 
 
@@ -28,16 +30,19 @@ def main(argv: list[str] | None = None) -> int:
 
     Returns:
         0; 2 for a wrong command line (one line); 128 + the signal's number after a signal
-        (130 for a Ctrl-C while torch loads); the first failed process's exit status (1 when it
-        was killed by a signal of its own).
+        (also while torch loads, or a Ctrl-C before the processes start); the first failed
+        process's exit status (1 when it was killed by a signal of its own).
     """
-    try:  # imported here, so that `--help` of the other commands never pays for torch
+    # Imported here, so that `--help` of the other commands never pays for torch; a Ctrl-C or
+    # SIGTERM meanwhile is recorded (torch's C code could drop a KeyboardInterrupt, and the
+    # whole training would then run): nothing has started, one line.
+    with recorded_signals() as received:
         from torch.distributed import run as torchrun
         from torch.distributed.elastic.multiprocessing.api import SignalException
         from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    except KeyboardInterrupt:  # Ctrl-C while torch loads: nothing has started
+    if received:
         print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+        return STATUSES[received[0]]
     args = torchrun.parse_args(sys.argv[1:] if argv is None else argv)  # argparse: exit 2
     try:  # the launch settings torchrun derives from them, on a copy, before any process
         torchrun.config_from_args(copy.deepcopy(args))
@@ -46,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         torchrun.run(args)
+    except KeyboardInterrupt:  # during the rendezvous, before torchrun handles signals itself
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
     except SignalException as error:
         name = signal.Signals(error.sigval).name
         print(f"{PROG}: {name}: passed on to the processes, which have stopped", file=sys.stderr)

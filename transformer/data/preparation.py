@@ -85,6 +85,8 @@ class Preparation:
         except OSError as error:
             if self.cache_dir.is_file():
                 reason = "it is a file"
+            elif self.cache_dir.is_symlink():  # and its target is missing
+                reason = f"it is a link to {os.readlink(self.cache_dir)}, which does not exist"
             elif error.errno == errno.ENOTDIR:
                 reason = "a folder above it is a file"
             else:
@@ -125,7 +127,9 @@ class Preparation:
             return self.trained(tokenizer)
         sentences = pairs * (2 if config.shared_vocab else 1)
         rate = min(1.0, config.spm_input_sentence_size / max(1, sentences))
-        writer = ArrayWriter(self.cache_dir / f".words.tmp-{os.getpid()}-scratch")
+        # The word ids are scratch of this run (dropped once encoded): in the run directory,
+        # so that a complete cache shared by several runs may be read-only.
+        writer = ArrayWriter(self.output_dir / f".words.tmp-{os.getpid()}-scratch")
         try:
             with self.stages.stage("train: read and count words", pairs) as advance:
                 self.collected = collect_words(self.chunks(config.train), rate, 1, writer, advance)
