@@ -19,6 +19,7 @@ pytest_plugins = [
     "tests.fixtures.checkpoints",  # checkpoint_state, write_checkpoint, write_filled_checkpoint
     "tests.fixtures.runs",  # tiny_run
     "tests.fixtures.offline",  # hub_offline
+    "tests.fixtures.signals",  # foreground_signals
 ]
 
 REPO = Path(__file__).resolve().parents[1]

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.fixtures.signals import FOREGROUND
 from transformer.cli import launch
 
 REPO = Path(__file__).resolve().parents[2]
@@ -94,7 +95,9 @@ def test_python_m_transformer_train_goes_through_the_launcher(monkeypatch, capsy
     assert capsys.readouterr().err == "transformer-train: interrupted\n"
 
 
-def test_a_ctrl_c_that_an_import_would_drop_still_ends_the_command(monkeypatch, capsys):
+def test_a_ctrl_c_that_an_import_would_drop_still_ends_the_command(
+    monkeypatch, capsys, foreground_signals
+):
     """A Ctrl-C while torch loads could land in numpy's import, made by torch's C code, which
     dropped the KeyboardInterrupt: the command then ran to its end and exited 0 (#17, bad-input
     pass, 5 of 18 tries). The signal is now recorded, and the command does not start."""
@@ -114,7 +117,9 @@ def test_a_ctrl_c_that_an_import_would_drop_still_ends_the_command(monkeypatch, 
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back
 
 
-_SIGNALLED_START = """
+_SIGNALLED_START = (
+    FOREGROUND
+    + """
 import os, signal, sys, types
 from transformer.cli import launch
 if sys.argv[2] == "ignored":
@@ -125,6 +130,7 @@ def loading(name):
 launch.importlib.import_module = loading
 sys.exit(launch.start("score", []))
 """
+)
 
 
 @pytest.mark.parametrize(
@@ -147,7 +153,9 @@ def test_a_signal_while_the_command_loads(signame, handling, status, stdout, std
     assert (done.returncode, done.stdout, done.stderr) == (status, stdout, stderr)
 
 
-_REPLAYED = """
+_REPLAYED = (
+    FOREGROUND
+    + """
 import os, signal, sys
 from transformer.cli import launch
 with launch.recorded_signals(replay=True):
@@ -155,6 +163,7 @@ with launch.recorded_signals(replay=True):
     print("still loading", flush=True)
 print("after")
 """
+)
 
 
 @pytest.mark.parametrize(

@@ -79,7 +79,7 @@ def test_a_wrong_launch_setting_is_one_line_before_any_process(option, message):
     assert done.stderr.startswith("torchrun: error: ") and message in done.stderr
 
 
-def test_a_ctrl_c_while_torch_loads_is_one_line(monkeypatch, capsys):
+def test_a_ctrl_c_while_torch_loads_is_one_line(monkeypatch, capsys, foreground_signals):
     """A Ctrl-C in the second torchrun's import takes gave a KeyboardInterrupt traceback, or,
     landing in an import that torch's C code makes and drops it, none at all: the whole
     training then ran (#17, bad-input pass). The import here drops it as that code did."""

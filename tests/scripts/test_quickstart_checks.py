@@ -78,7 +78,7 @@ def test_the_script_loads_without_torch():
     assert done.stdout.strip() == "False"
 
 
-def test_a_ctrl_c_while_torch_loads_is_one_line(monkeypatch, capsys):
+def test_a_ctrl_c_while_torch_loads_is_one_line(monkeypatch, capsys, foreground_signals):
     recorded = quickstart.recorded_signals
 
     @contextlib.contextmanager
