@@ -79,7 +79,7 @@ class Preparation:
             ValueError: it is a file, a parent is a file, or no permission; naming
                 data.cache_dir when the config set it.
         """
-        name = "data.cache_dir" if self.config.cache_dir else "the cache directory"
+        name = self.cache_name()
         try:
             self.cache_dir.mkdir(parents=True, exist_ok=True)
         except OSError as error:
@@ -108,8 +108,13 @@ class Preparation:
             return None
         if self.cache_dir.resolve() not in Path(error.filename).resolve().parents:
             return None
-        name = "data.cache_dir" if self.config.cache_dir else "the cache directory"
-        return ValueError(f"{name} ({self.cache_dir}) cannot be written: {error.strerror}")
+        return ValueError(
+            f"{self.cache_name()} ({self.cache_dir}) cannot be written: {error.strerror}"
+        )
+
+    def cache_name(self) -> str:
+        """How a message names the cache folder: by its key when the config set it."""
+        return "data.cache_dir" if self.config.cache_dir else "the cache directory"
 
     def chunks(self, spec: str):
         return iter_parallel(spec, self.config.source_lang, self.config.target_lang, CHUNK_PAIRS)
