@@ -44,11 +44,14 @@ gpu_check_probe.py (a profile of a few updates; attention on new shapes).
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -81,10 +84,11 @@ class Check:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args, self.sizes = args, DRY if args.dry_run else GPU
         self.repo, self.python, self.out = REPO, sys.executable, Path(args.out).resolve()
-        self.work = Path(args.work_dir or f"/tmp/gpu_check_{os.getpid()}").resolve()
+        self.work = Path(args.work_dir or tempfile.mkdtemp(prefix="gpu_check_")).resolve()
         self.work.mkdir(parents=True, exist_ok=True)
+        if args.work_dir is None:  # a folder of its own: removed when the check exits
+            atexit.register(shutil.rmtree, self.work, ignore_errors=True)
         self.log = self.out.with_suffix(".log")
-        self.out.parent.mkdir(parents=True, exist_ok=True)
         self.log.write_text("", encoding="utf-8")
         self.started, self.budget = time.monotonic(), args.budget_s or self.sizes.budget_seconds
         self.deadline = self.started
@@ -201,19 +205,11 @@ class Check:
 
 def prepare_data(check: Check) -> None:
     """Use the data folder (`--data`; default gpu_data/ when complete) or write synthetic text."""
-    chosen = check.args.data
-    folder = REPO / "gpu_data" if chosen is None else Path(chosen).resolve()
-    real = chosen != "synthetic" and figures.has_data(folder)
-    if chosen not in (None, "synthetic") and not real:
-        names = ", ".join(f"{name}.{{en,de}}" for name in figures.DATA_FILES)
-        raise SystemExit(f"gpu_check: {folder} lacks one of {names} (see gpu_check_data.sh)")
-    if not real:
-        folder = check.work / "data"
-        figures.write_synthetic(folder, check.sizes.synthetic_pairs)
-    pairs = {
-        name: len((folder / f"{name}.en").read_text(encoding="utf-8").splitlines())
-        for name in figures.DATA_FILES
-    }
+    chosen, synthetic = check.args.data, check.sizes.synthetic_pairs
+    try:
+        folder, real, pairs = figures.data_folder(chosen, REPO / "gpu_data", check.work, synthetic)
+    except ValueError as error:  # a --data folder that lacks a corpus
+        raise SystemExit(f"gpu_check: {error}") from None
     check.data = folder
     check.report["data"] = {"real": real, "path": str(folder), "pairs": pairs}
     check.report["data"]["vocab_size"] = check.vocab()
@@ -232,7 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated letters or step keys (default: all; e needs c_base_eager's model:"
         " --steps c_base_eager,e)",
     )
-    parser.add_argument("--work-dir", help="for run directories and logs (default: in /tmp)")
+    parser.add_argument(
+        "--work-dir", help="for run directories and logs (default: a new one in /tmp, removed)"
+    )
     parser.add_argument("--budget-s", type=float, help="overall time budget in seconds")
     parser.add_argument(
         "--peak-tflops", type=float, help="the GPU's peak for MFU (default: by its name)"

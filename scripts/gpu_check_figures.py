@@ -1,7 +1,7 @@
 """The data and the arithmetic of `scripts/gpu_check.py` (standard library only, no torch).
 
-- `write_synthetic`: made-up parallel text in the layout that `gpu_check_data.sh` copies, for
-  a run without a data folder;
+- `data_folder`: the data of a run, a folder of `gpu_check_data.sh` or `write_synthetic`'s
+  made-up parallel text in the same layout, for a run without one;
 - `training_figures`: steady-state tokens/s, MFU, batch-wait share and compile time from the
   per-batch timings that `gpu_check_worker.py train` writes;
 - `junit_summary`, `trainer_records`: what pytest and the trainer's metrics.jsonl report;
@@ -32,6 +32,38 @@ def has_data(folder: Path) -> bool:
     """Whether `folder` holds every corpus of a data folder, both languages."""
     names = [f"{name}.{lang}" for name in DATA_FILES for lang in ("en", "de")]
     return all((folder / name).is_file() for name in names)
+
+
+def data_folder(
+    chosen: str | None, default: Path, work: Path, synthetic_pairs: tuple[int, int, int]
+) -> tuple[Path, bool, dict[str, int]]:
+    """The data of a run: a data folder, or synthetic text written for it.
+
+    Args:
+        chosen: `--data`: a folder, "synthetic", or None for `default` when it is complete.
+        default: The folder `gpu_check_data.sh` makes (gpu_data/).
+        work: Where synthetic text is written (`work/data`).
+        synthetic_pairs: The `pairs` of `write_synthetic`.
+
+    Returns:
+        The folder, whether it holds real text, and the pairs of each of `DATA_FILES`.
+
+    Raises:
+        ValueError: naming a chosen folder that lacks a corpus.
+    """
+    folder = default if chosen is None else Path(chosen).resolve()
+    real = chosen != "synthetic" and has_data(folder)
+    if chosen not in (None, "synthetic") and not real:
+        names = ", ".join(f"{name}.{{en,de}}" for name in DATA_FILES)
+        raise ValueError(f"{folder} lacks one of {names} (see gpu_check_data.sh)")
+    if not real:
+        folder = work / "data"
+        write_synthetic(folder, synthetic_pairs)
+    pairs = {
+        name: len((folder / f"{name}.en").read_text(encoding="utf-8").splitlines())
+        for name in DATA_FILES
+    }
+    return folder, real, pairs
 
 
 def write_synthetic(folder: Path, pairs: tuple[int, int, int], seed: int = 1) -> None:

@@ -37,9 +37,9 @@ if __package__ in (None, ""):  # run as `python scripts/quickstart.py`: import f
 
 import yaml  # noqa: E402
 
-from scripts.step import INTERRUPTED, run  # noqa: E402
+from scripts.step import INTERRUPTED, run, training_command  # noqa: E402
 from transformer.atomic import atomic_write_text  # noqa: E402
-from transformer.cli.launch import recorded_signals  # noqa: E402
+from transformer.cli.launch import interrupted, recorded_signals  # noqa: E402
 from transformer.cli.values import integer, number  # noqa: E402
 from transformer.cpu.processes import cpu_processes  # noqa: E402
 from transformer.data.corpus import resolve_prefix  # noqa: E402
@@ -55,18 +55,6 @@ def torch_sees_a_gpu() -> bool:
     import torch
 
     return torch.cuda.is_available()
-
-
-def training_command(python: str, processes: int, arguments: list[str]) -> list[str]:
-    """`transformer.train` (`transformer-train`; a Ctrl-C while torch loads is one line) with
-    `arguments`, under torchrun when `processes` > 1: one machine's processes (`--standalone`,
-    a rendezvous on a free local port; README, "Training on GPUs")."""
-    train = ["-m", "transformer.train", *arguments]
-    if processes == 1:
-        return [python, *train]
-    # torchrun itself, ending in one line instead of a traceback (transformer/cli/torchrun.py).
-    launcher = ["-m", "transformer.cli.torchrun", "--standalone", f"--nproc_per_node={processes}"]
-    return [python, *launcher, *train]
 
 
 def decoding_problem(config, args, overrides: list[str], src: str, tgt: str) -> str | None:
@@ -97,7 +85,7 @@ def decoding_problem(config, args, overrides: list[str], src: str, tgt: str) -> 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the whole job; returns 0 on success, 1 when a step fails, 2 for a wrong command line
-    or config, 130 after Ctrl-C (143 after SIGTERM of a step): one line, no traceback."""
+    or config, 130 after Ctrl-C (143 after SIGTERM): one line, no traceback."""
     try:
         return _job(argv)
     except KeyboardInterrupt:
@@ -107,10 +95,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def _job(argv: list[str] | None) -> int:
     """The steps of the module docstring (see `main`)."""
-    with recorded_signals(replay=True):  # torch loads here, not at the top: a Ctrl-C meanwhile
-        from scripts import validation_choice  # is `main`'s one line, and torch's C code
-        from transformer.cli.common import one_line  # cannot drop it
+    with recorded_signals() as received:  # torch loads here, not at the top: a Ctrl-C or
+        from scripts import validation_choice  # SIGTERM meanwhile is one line, as for every
+        from transformer.cli.common import one_line  # command (torch's C code cannot drop it)
         from transformer.config import load_config
+    if received:
+        return interrupted("quickstart", received[0])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--direction", default="en-de", choices=["en-de", "de-en"])
     parser.add_argument("--config", default=str(REPO / "configs" / "multi30k.yaml"))

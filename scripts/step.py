@@ -1,5 +1,6 @@
 """One step of a job (the quickstart's training, averaging, decoding) as a subprocess: echoed,
-with passive OpenMP threads, and stopped cleanly by one Ctrl-C or SIGTERM."""
+with passive OpenMP threads, and stopped cleanly by one Ctrl-C or SIGTERM; the training step's
+command."""
 
 from __future__ import annotations
 
@@ -13,6 +14,27 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 # Exit status after Ctrl-C or SIGTERM, once the running step has stopped cleanly (as the CLIs).
 INTERRUPTED = 130
+
+
+def training_command(python: str, processes: int, arguments: list[str]) -> list[str]:
+    """The training step: `transformer.train` with `arguments`, under torchrun for several
+    processes.
+
+    Args:
+        python: The interpreter.
+        processes: Training processes; above 1, one machine's under torchrun (`--standalone`,
+            a rendezvous on a free local port; README, "Training on GPUs").
+        arguments: `transformer-train`'s arguments.
+
+    Returns:
+        The command (`transformer-train`'s entry point: a Ctrl-C while torch loads is one line).
+    """
+    train = ["-m", "transformer.train", *arguments]
+    if processes == 1:
+        return [python, *train]
+    # torchrun itself, ending in one line instead of a traceback (transformer/cli/torchrun.py).
+    launcher = ["-m", "transformer.cli.torchrun", "--standalone", f"--nproc_per_node={processes}"]
+    return [python, *launcher, *train]
 
 
 def run(

@@ -151,30 +151,3 @@ def test_a_signal_while_the_command_loads(signame, handling, status, stdout, std
         timeout=60,
     )
     assert (done.returncode, done.stdout, done.stderr) == (status, stdout, stderr)
-
-
-_REPLAYED = (
-    FOREGROUND
-    + """
-import os, signal, sys
-from transformer.cli import launch
-with launch.recorded_signals(replay=True):
-    os.kill(os.getpid(), getattr(signal, sys.argv[1]))
-    print("still loading", flush=True)
-print("after")
-"""
-)
-
-
-@pytest.mark.parametrize(
-    ("signame", "status", "last"),
-    [("SIGINT", -signal.SIGINT, "KeyboardInterrupt\n"), ("SIGTERM", -signal.SIGTERM, "")],
-)
-def test_a_replayed_signal_acts_once_the_block_ends(signame, status, last):
-    """`replay=True` (the quickstart's imports): the signal waits for the end of the block,
-    then acts as it would have: a KeyboardInterrupt, or the end of the process."""
-    done = subprocess.run(
-        [sys.executable, "-c", _REPLAYED, signame], capture_output=True, text=True, timeout=60
-    )
-    assert (done.returncode, done.stdout) == (status, "still loading\n")
-    assert done.stderr.endswith(last)

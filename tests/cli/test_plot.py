@@ -139,3 +139,15 @@ def test_without_matplotlib_the_error_says_how_to_install_it(run_dir, monkeypatc
     assert main([str(run_dir), "--output", str(run_dir / "x.png")]) == 1
     assert "pip install matplotlib" in one_line_error(capsys)
     assert not (run_dir / "x.png").exists()
+
+
+@pytest.mark.parametrize("count", [1, 2])
+def test_the_count_of_records_is_singular_for_one(tmp_path, capsys, count):
+    pytest.importorskip("matplotlib")
+    run = tmp_path / "run"
+    run.mkdir()
+    lines = [json.dumps({"type": "train", "step": s, "loss": 5.0}) for s in range(1, count + 1)]
+    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    assert main([str(run)]) == 0
+    noun = "record" if count == 1 else "records"
+    assert f"({count} {noun} of {run / 'metrics.jsonl'})" in capsys.readouterr().out

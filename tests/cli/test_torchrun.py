@@ -6,6 +6,7 @@ Each test starts the real launcher (`torch.distributed.run`) with one small work
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -68,15 +69,57 @@ def test_a_signal_is_passed_on_and_ends_in_one_line(tmp_path, signum, status):
 
 @pytest.mark.parametrize(
     "option, message",
-    [(["--nnodes", "x"], "'x'"), (["--max-restarts", "-1"], "max_restarts must be >= 0")],
+    [
+        (["--nnodes", "x"], "--nnodes 'x': expected N or MIN:MAX"),
+        (["--nnodes", "1:2:3"], "--nnodes '1:2:3': expected N or MIN:MAX"),
+        (["--nproc_per_node", "0"], "--nproc_per_node '0': expected a positive integer"),
+        (["--max-restarts", "-1"], "max_restarts must be >= 0"),
+    ],
 )
 def test_a_wrong_launch_setting_is_one_line_before_any_process(option, message):
-    """`--nnodes x` ended in a 25-line ValueError traceback (#17, bad-input pass)."""
+    """`--nnodes x` ended in a 25-line ValueError traceback (#17, bad-input pass), then in
+    Python's "invalid literal for int()" without the flag; `--nnodes 1:2:3` and
+    `--nproc_per_node 0` still ended in a traceback, with status 1."""
     command = [sys.executable, "-m", "transformer.cli.torchrun", "--standalone", *option]
-    done = subprocess.run([*command, "-m", "json.tool"], capture_output=True, text=True)
+    done = subprocess.run(
+        [*command, "-m", "json.tool"],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert done.stderr.startswith("torchrun: error: ") and message in done.stderr
+
+
+@pytest.mark.parametrize("nnodes", ["1.5", "", "2:1", "0", " 2", "\u0663", "+1"])
+def test_node_counts_that_are_not_positive_ascii_integers_are_refused(nnodes):
+    from transformer.cli.torchrun import check_counts
+
+    with pytest.raises(ValueError, match=f"^--nnodes {re.escape(repr(nnodes))}: "):
+        check_counts(nnodes, "1")
+    check_counts("2", "auto")
+    check_counts("1:3", "4")
+
+
+@pytest.mark.parametrize("nproc", ["-1", " 2", "\u0663"])
+def test_process_counts_that_are_not_positive_ascii_integers_are_refused(nproc):
+    from transformer.cli.torchrun import check_counts
+
+    with pytest.raises(ValueError, match=f"^--nproc_per_node {re.escape(repr(nproc))}: "):
+        check_counts("1", nproc)
+
+
+def test_argparse_errors_name_the_command(capsys):
+    from transformer.cli import torchrun
+
+    with pytest.raises(SystemExit) as stop:
+        torchrun.main(["--max-restarts", "x", "worker.py"])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "torchrun: error: argument --max-restarts/--max_restarts: invalid int value: 'x'"
+    )
 
 
 def test_a_ctrl_c_while_torch_loads_is_one_line(monkeypatch, capsys, foreground_signals):

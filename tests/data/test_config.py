@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from transformer.config import config_from_dict
@@ -64,3 +66,16 @@ def test_a_finite_length_ratio_of_at_least_one_or_null_is_kept(ratio):
 def test_a_bpe_dropout_in_zero_to_one_is_kept(p):
     assert DataConfig(bpe_dropout=p).bpe_dropout == p
     assert DataConfig().bpe_dropout == 0.0  # off: the paper
+
+
+def test_a_relative_cache_dir_is_under_the_current_directory_as_the_readme_says(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    run_dir = tmp_path / "runs" / "run"
+    cache = DataConfig(cache_dir="shared/cache").cache_directory(run_dir)
+    assert cache.resolve() == tmp_path / "shared" / "cache"  # not under run_dir
+    assert DataConfig().cache_directory(run_dir) == run_dir / "cache"
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    (row,) = [line for line in readme.splitlines() if line.startswith("| `data.cache_dir` |")]
+    assert "a relative path is resolved against the current directory" in row

@@ -195,16 +195,6 @@ def test_out_of_range_options_stop_before_training(argv, monkeypatch, capsys):
     assert err.startswith("quickstart: error: ") and argv[0] in err
 
 
-def test_training_command_runs_one_process_plainly_and_more_under_torchrun():
-    args = ["--config", "c.yaml", "train.max_steps=3"]
-    plain = ["py", "-m", "transformer.train", *args]
-    assert quickstart.training_command("py", 1, args) == plain
-    assert quickstart.training_command("py", 2, args) == [
-        "py", "-m", "transformer.cli.torchrun", "--standalone", "--nproc_per_node=2",
-        "-m", "transformer.train", *args,
-    ]  # fmt: skip
-
-
 def _planned_training(monkeypatch, argv, cores, environments=None):
     """The training command the quickstart would run on `cores` CPU cores without a GPU (and
     the environment it adds, appended to `environments` when given)."""

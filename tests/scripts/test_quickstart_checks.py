@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from scripts import quickstart
+from tests.fixtures.signals import FOREGROUND
 from tests.scripts.test_quickstart import _planned_training
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,11 +83,41 @@ def test_a_ctrl_c_while_torch_loads_is_one_line(monkeypatch, capsys, foreground_
     recorded = quickstart.recorded_signals
 
     @contextlib.contextmanager
-    def interrupted_while_loading(replay):
-        with recorded(replay=replay) as received:
-            signal.raise_signal(signal.SIGINT)  # recorded, raised once the modules are loaded
+    def interrupted_while_loading():
+        with recorded() as received:
+            signal.raise_signal(signal.SIGINT)  # recorded: the job does not start
             yield received
 
     monkeypatch.setattr(quickstart, "recorded_signals", interrupted_while_loading)
     assert quickstart.main(["--help"]) == 130
-    assert capsys.readouterr().err == "quickstart: interrupted; rerun the same command to resume\n"
+    assert capsys.readouterr().err == "quickstart: interrupted\n"  # nothing ran: no resume
+
+
+_SIGNALLED_LOAD = (
+    FOREGROUND
+    + """
+import contextlib, os, signal, sys
+from scripts import quickstart
+recorded = quickstart.recorded_signals
+@contextlib.contextmanager
+def terminated_while_loading():
+    with recorded() as received:
+        os.kill(os.getpid(), signal.SIGTERM)
+        yield received
+quickstart.recorded_signals = terminated_while_loading
+sys.exit(quickstart.main(["--help"]))
+"""
+)
+
+
+def test_a_sigterm_while_torch_loads_is_one_line():
+    """A SIGTERM (a scheduler's) while the job's modules loaded ended it with 143 and said
+    nothing, where every command says `<prog>: interrupted` (transformer/cli/launch.py)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _SIGNALLED_LOAD],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (143, "", "quickstart: interrupted\n")

@@ -60,3 +60,13 @@ def _environment_of_a_step(monkeypatch, name, given, **run_kwargs):
     monkeypatch.setattr(step.subprocess, "Popen", FakePopen)
     step.run(["transformer-train", "--help"], **run_kwargs)
     return seen["env"]
+
+
+def test_training_command_runs_one_process_plainly_and_more_under_torchrun():
+    args = ["--config", "c.yaml", "train.max_steps=3"]
+    plain = ["py", "-m", "transformer.train", *args]
+    assert step.training_command("py", 1, args) == plain
+    assert step.training_command("py", 2, args) == [
+        "py", "-m", "transformer.cli.torchrun", "--standalone", "--nproc_per_node=2",
+        "-m", "transformer.train", *args,
+    ]  # fmt: skip

@@ -49,21 +49,34 @@ def start(command: str, argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C while torch loads, where it could not be recorded
         received = [signal.SIGINT]
     if received:
-        print(f"transformer-{command}: interrupted", file=sys.stderr)
-        return STATUSES[received[0]]
+        return interrupted(f"transformer-{command}", received[0])
     return module.main(argv)
 
 
+def interrupted(prog: str, signum: int) -> int:
+    """End a command that a signal stopped while it loaded: nothing has started, one line.
+
+    Every command's rule (this module's `start`, transformer/cli/torchrun.py,
+    scripts/quickstart.py), after `recorded_signals` recorded a Ctrl-C or SIGTERM.
+
+    Args:
+        prog: The command's name, as its messages start ("transformer-train").
+        signum: The first signal recorded, SIGINT or SIGTERM.
+
+    Returns:
+        The exit status: 128 + the signal (`STATUSES`).
+    """
+    print(f"{prog}: interrupted", file=sys.stderr)
+    return STATUSES[signum]
+
+
 @contextlib.contextmanager
-def recorded_signals(replay: bool = False) -> Iterator[list[int]]:
+def recorded_signals() -> Iterator[list[int]]:
     """Record SIGINT and SIGTERM in the yielded list instead of acting on them, for a while.
 
     Only signals left at Python's defaults are recorded (an ignored one stays ignored, as in a
-    background job), and only in the main thread, the one that receives them.
-
-    Args:
-        replay: At the end, once the handlers are back, raise the first signal received
-            again: a Ctrl-C becomes a `KeyboardInterrupt` there, a SIGTERM ends the process.
+    background job), and only in the main thread, the one that receives them. The caller ends
+    after one with `interrupted`.
 
     Yields:
         The signals received meanwhile, in order.
@@ -79,8 +92,6 @@ def recorded_signals(replay: bool = False) -> Iterator[list[int]]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    if replay and received:
-        signal.raise_signal(received[0])
 
 
 # The commands, as `python -m transformer <command>` names them (transformer/__main__.py).

@@ -88,7 +88,8 @@ def _plot(args: argparse.Namespace) -> None:
     check_output_path(output, [metrics], "--output")
     records = read_metrics(metrics)
     draw_training_curves(records, output, title=str(run_dir))
-    print(f"wrote {output} ({len(records)} records of {metrics})")
+    noun = "record" if len(records) == 1 else "records"
+    print(f"wrote {output} ({len(records)} {noun} of {metrics})")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import copy
 import signal
 import sys
 
-from transformer.cli.launch import STATUSES, recorded_signals
+from transformer.cli.launch import interrupted, recorded_signals
 
 PROG = "torchrun"
 
@@ -41,12 +41,14 @@ def main(argv: list[str] | None = None) -> int:
         from torch.distributed.elastic.multiprocessing.api import SignalException
         from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     if received:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return STATUSES[received[0]]
-    args = torchrun.parse_args(sys.argv[1:] if argv is None else argv)  # argparse: exit 2
+        return interrupted(PROG, received[0])
+    parser = torchrun.get_args_parser()
+    parser.prog = PROG  # not the file's name, torchrun.py
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)  # argparse: exit 2
     try:  # the launch settings torchrun derives from them, on a copy, before any process
+        check_counts(args.nnodes, args.nproc_per_node)
         torchrun.config_from_args(copy.deepcopy(args))
-    except (ValueError, AssertionError) as error:  # e.g. --nnodes x, --max-restarts -1
+    except (ValueError, AssertionError) as error:  # e.g. --max-restarts -1
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
     try:
@@ -67,6 +69,42 @@ def main(argv: list[str] | None = None) -> int:
         )
         return failure.exitcode if failure.exitcode > 0 else 1
     return 0
+
+
+def check_counts(nnodes: str, nproc_per_node: str) -> None:
+    """Check the two counts torchrun takes as text and converts itself, naming the flag.
+
+    torchrun's own `int` of --nnodes printed Python's message ("invalid literal for int()"),
+    a traceback for "1:2:3", and took " 2" or non-ASCII digits; --nproc_per_node 0 or -1
+    ended in an AssertionError traceback once the launch began.
+
+    Args:
+        nnodes: --nnodes: N or MIN:MAX.
+        nproc_per_node: --nproc_per_node: a number, or a device word (auto, cpu, gpu, ...)
+            that torchrun itself checks.
+
+    Raises:
+        ValueError: naming the flag and its value, for a count that is not a positive integer
+            of ASCII digits, or a MIN above MAX.
+    """
+    counts = nnodes.split(":")
+    if len(counts) > 2 or not all(map(_is_count, counts)) or int(counts[0]) > int(counts[-1]):
+        raise ValueError(
+            f"--nnodes {nnodes!r}: expected N or MIN:MAX, positive integers with MIN <= MAX"
+        )
+    try:
+        int(nproc_per_node)
+    except ValueError:
+        return  # a device word: torchrun names a wrong one itself
+    if not _is_count(nproc_per_node):
+        raise ValueError(
+            f"--nproc_per_node {nproc_per_node!r}: expected a positive integer or auto, cpu, gpu"
+        )
+
+
+def _is_count(text: str) -> bool:
+    """Whether `text` is a positive integer written in ASCII digits only."""
+    return text.isascii() and text.isdigit() and int(text) > 0
 
 
 if __name__ == "__main__":

@@ -35,7 +35,8 @@ class DataConfig:
             are dropped from training and validation data.
         max_len_ratio: Also drop pairs where max(len) / min(len) exceeds this (a finite
             number >= 1); null = off.
-        cache_dir: Where encoded corpora are cached (`~` expands to the home folder); null =
+        cache_dir: Where encoded corpora are cached (`~` expands to the home folder; a
+            relative path is resolved against the current directory); null =
             `<output_dir>/cache` (`cache_directory`).
         bpe_dropout: BPE-dropout's probability of skipping a merge when the training corpus
             is segmented anew each epoch (Provilkov et al., 2020; 0.1 there); 0 = off (the
