@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from transformer.attention_backends import avoid_cudnn_attention
 from transformer.config import Config, config_to_dict
+from transformer.cpu.dropout import swap_dropout_layers
 from transformer.cpu.malloc import keep_freed_memory
 from transformer.cpu.onednn import swap_linear_layers, use_onednn
 from transformer.cpu.primitive_cache import keep_compiled_products
@@ -120,6 +121,8 @@ class Trainer:
         self.model = Transformer(self.config.model).to(self.device)
         if onednn:  # float32 CPU products by oneDNN (transformer.cpu.onednn), same parameters
             swap_linear_layers(self.model)
+        if self.device.type == "cpu" and not train.compile:  # faster masks (cpu/dropout.py)
+            swap_dropout_layers(self.model)
         self.optimizer = build_optimizer(self.model, train)
         self.schedule = build_lr_schedule(self.optimizer, train, self.config.model.d_model)
         self.scaler = grad_scaler(self.precision, self.device)
