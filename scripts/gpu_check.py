@@ -64,7 +64,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 class Interrupted(Exception):
-    """The check received SIGTERM (its caller's time limit)."""
+    """The check received SIGTERM (its caller's time limit) or SIGINT (Ctrl-C): args[0]."""
 
 
 def say(message: str) -> None:
@@ -250,10 +250,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.budget_s is not None and not args.budget_s > 0:
         parser.error(f"--budget-s ({args.budget_s}) must be positive")
     out = Path(args.out)
-    if out.is_dir() or not out.parent.is_dir() or out.suffix == ".log":
-        parser.error(f"--out {out}: a .json file in an existing directory")
+    if (out.exists() and not out.is_file()) or not out.parent.is_dir() or out.suffix == ".log":
+        parser.error(f"--out {out}: a .json file in an existing directory")  # not /dev/null
+    if args.work_dir == "" or (args.work_dir and Path(args.work_dir).is_file()):
+        parser.error(f"--work-dir {args.work_dir!r}: a folder (leave it out for one in /tmp)")
     check = Check(args)
-    signal.signal(signal.SIGTERM, _interrupt)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _interrupt)
     plan = [
         (key, cap, function)
         for key, cap, function in steps.PLAN
@@ -274,20 +277,22 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             check.run_step(key, cap, function, later=len(plan) - index - 1)
         check.report["finished"] = True
-    except Interrupted:
-        say("interrupted (SIGTERM): the JSON holds the steps done so far")
+    except Interrupted as stop:
+        name = signal.Signals(stop.args[0]).name
+        say(f"interrupted ({name}): the JSON holds the steps done so far")
     check.report["summary"] = figures.summary(check.report)
     check.save()
     for key, value in check.report["summary"].items():
         say(f"  {key} = {value}")
     bad = [k for k, e in check.report["steps"].items() if e["status"] not in ("ok", "skipped")]
-    say(f"done in {check.elapsed():.0f} s: {'all ok' if not bad else 'not ok: ' + ', '.join(bad)}")
+    verdict = "all ok" if check.report["finished"] else "stopped before the last step"
+    say(f"done in {check.elapsed():.0f} s: {'not ok: ' + ', '.join(bad) if bad else verdict}")
     say(f"wrote {check.out} and {check.log}")
     return 0 if not bad and check.report["finished"] else 1
 
 
 def _interrupt(signum, frame) -> None:
-    raise Interrupted()
+    raise Interrupted(signum)
 
 
 if __name__ == "__main__":

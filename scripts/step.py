@@ -90,6 +90,7 @@ def run(
     interrupted = bool(received)
     if interrupted or status in (130, 143):  # Ctrl-C or SIGTERM: the step stopped cleanly
         print(f"quickstart: interrupted; rerun {again} to resume", file=sys.stderr)
-        sys.exit(status if status in (130, 143) else INTERRUPTED)
+        # 128 + the signal the quickstart received (130, 143), else the step's own status
+        sys.exit(128 + received[0] if received else status)
     if status != 0:
         sys.exit(f"quickstart: command failed with exit status {status}: {shlex.join(command)}")

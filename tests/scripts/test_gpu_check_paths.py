@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -57,4 +60,51 @@ def test_a_check_that_stops_early_removes_its_work_folder(tmp_path):
         line.rpartition(" work dir ")[2] for line in done.stdout.splitlines() if "work dir" in line
     ]
     assert Path(work).name.startswith("gpu_check_") and not Path(work).exists()
+    assert list(temporary.iterdir()) == []
+
+
+@pytest.mark.parametrize("kind", ["empty", "file"])
+def test_a_work_dir_that_is_no_folder_is_refused(tmp_path, kind):
+    """`--work-dir ''` made a temporary folder of its own and then left it behind; a file
+    ended in a FileExistsError traceback."""
+    given = "" if kind == "empty" else str(tmp_path / "afile")
+    (tmp_path / "afile").write_text("keep", encoding="utf-8")
+    done, temporary = _check(tmp_path, "--out", str(tmp_path / "out.json"), "--work-dir", given)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.endswith(f"--work-dir {given!r}: a folder (leave it out for one in /tmp)")
+    assert list(temporary.iterdir()) == [] and (tmp_path / "afile").read_text() == "keep"
+
+
+def test_an_out_that_is_no_regular_file_is_refused(tmp_path):
+    """Run as root, `--out /dev/null` replaced the device with a regular file (the report is
+    written beside it and renamed over it)."""
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    done, _ = _check(tmp_path, "--out", str(fifo))
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].endswith("a .json file in an existing directory")
+    assert fifo.is_fifo()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_ends_the_check_in_lines_of_its_own(tmp_path, signum):
+    """A Ctrl-C printed a KeyboardInterrupt traceback; a SIGTERM before the first step ended
+    in "all ok"."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    env = dict(os.environ, PYTHON=sys.executable, TMPDIR=str(temporary), OMP_NUM_THREADS="1")
+    out = tmp_path / "out.json"
+    argv = ["bash", "scripts/gpu_check.sh", "--dry-run", "--data", "synthetic", "--out", str(out)]
+    pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(argv, cwd=REPO, env=env, **pipes)
+    for line in process.stdout:  # gpu_check.sh's lines, then the check's first line, printed
+        if "work dir" in line:  # after its handlers are in place
+            break
+    process.send_signal(signum)
+    stdout, stderr = process.communicate(timeout=300)
+    assert process.returncode == 1 and "Traceback" not in stderr, stderr
+    assert f"interrupted ({signal.Signals(signum).name})" in stdout
+    assert "all ok" not in stdout
+    assert json.loads(out.read_text(encoding="utf-8"))["finished"] is False
     assert list(temporary.iterdir()) == []

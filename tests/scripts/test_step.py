@@ -4,7 +4,9 @@ test_quickstart.py, which runs whole steps)."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 
 import pytest
 
@@ -70,3 +72,21 @@ def test_training_command_runs_one_process_plainly_and_more_under_torchrun():
         "py", "-m", "transformer.cli.torchrun", "--standalone", "--nproc_per_node=2",
         "-m", "transformer.train", *args,
     ]  # fmt: skip
+
+
+def test_a_sigterm_is_143_even_when_the_step_then_ends_well(foreground_signals, capsys):
+    """The quickstart exited 130 after a SIGTERM whenever its step did not end with 130 or 143
+    itself (a step that finished its last update anyway, or died of the signal)."""
+    code = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))\n"
+        "time.sleep(60)\n"
+    )
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    with pytest.raises(SystemExit) as exit_info:
+        step.run([sys.executable, "-c", code])
+    timer.join()
+    assert exit_info.value.code == 143
+    message = "quickstart: interrupted; rerun the same command to resume"
+    assert capsys.readouterr().err.strip() == message

@@ -197,7 +197,7 @@ class TrainConfig:
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise ValueError(f"train.{name} ({value}) must not be negative")
-        for name in (  # finite too: .inf would say "never", which null already says
+        for name in (
             "max_minutes",
             "save_interval_minutes",
             "clip_norm",
@@ -206,8 +206,12 @@ class TrainConfig:
             "peak_tflops",
         ):
             value = getattr(self, name)
-            if value is not None and not (math.isfinite(value) and value > 0):
-                raise ValueError(f"train.{name} ({value}) must be a finite number > 0")
+            if value is not None and not value > 0:
+                raise ValueError(f"train.{name} ({value}) must be positive")
+        for name in ("peak_lr", "lr_scale", "peak_tflops"):
+            value = getattr(self, name)
+            if value is not None and not math.isfinite(value):
+                raise ValueError(f"train.{name} ({value}) must be finite")
         if not (math.isfinite(self.adam_eps) and self.adam_eps > 0):
             raise ValueError(f"train.adam_eps ({self.adam_eps}) must be a finite number > 0")
         if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
