@@ -2,7 +2,7 @@
 
     bash scripts/gpu_check.sh --out $OUT/gpu_check.json [--data gpu_data] [--steps a,b,e]
     bash scripts/gpu_check.sh --dry-run --out /tmp/gpu_check.json   # the same steps, tiny, CPU
-    python -m scripts.gpu_check --help                              # the same, from the checkout
+    python -m scripts.gpu_check --help     # from the checkout (the .sh: paths under the caller's)
 
 Steps, in the order they run (the letters are the issue's), each in processes of its own with
 its own time cap inside one overall budget; a failed step is recorded and the next one runs:
@@ -35,10 +35,9 @@ Data: a folder made by `scripts/gpu_check_data.sh` (by default `gpu_data/` when 
 complete): real news text to train on (newstest 2008-2013, 16,573 pairs, with the paper's
 37,000-piece BPE vocabulary, so the models have the paper's sizes), newstest2014 to decode, and
 Multi30k for the GPU tests. Without it (or with `--data synthetic`) the check writes synthetic
-sentences, with an 8,000-piece vocabulary. Modules: gpu_check_steps.py (the steps),
-gpu_check_figures.py (data, arithmetic), gpu_check_worker.py (the processes that use torch),
-gpu_check_timing.py (the batch fetches it times), gpu_check_sizes.py (the two modes' sizes),
-gpu_check_probe.py (a profile of a few updates; attention on new shapes).
+sentences, with an 8,000-piece vocabulary. Modules: gpu_check_steps (the steps), _figures (data,
+arithmetic), _worker (the processes that use torch), _timing (the batch fetches it times),
+_sizes (the two modes' sizes), _probe (a profile of a few updates; attention on new shapes).
 """
 
 from __future__ import annotations
@@ -239,7 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the check; 0 when every step ran ok (or was skipped as planned), else 1."""
+    """Run the check: 0 when every step ran ok (or was skipped), 128 + a signal that stopped it,
+    else 1."""
     parser = build_parser()
     args = parser.parse_args(argv)
     wanted = args.steps.split(",") if args.steps is not None else None
@@ -265,8 +265,9 @@ def main(argv: list[str] | None = None) -> int:
         or any(key == w or key.startswith(f"{w}_") for w in wanted)
     ]
     mode = "dry run (CPU, tiny sizes)" if args.dry_run else "GPU check"
-    say(f"{mode}: {len(plan)} steps, budget {check.budget:.0f} s, work dir {check.work}")
-    try:
+    stopped = 0  # the signal that stops the check, if one does
+    try:  # a signal may come as soon as the handlers are in place: during this line
+        say(f"{mode}: {len(plan)} steps, budget {check.budget:.0f} s, work dir {check.work}")
         prepare_data(check)
         check.save()
         for index, (key, cap, function) in enumerate(plan):
@@ -278,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
             check.run_step(key, cap, function, later=len(plan) - index - 1)
         check.report["finished"] = True
     except Interrupted as stop:
-        name = signal.Signals(stop.args[0]).name
+        stopped, name = stop.args[0], signal.Signals(stop.args[0]).name
         say(f"interrupted ({name}): the JSON holds the steps done so far")
     check.report["summary"] = figures.summary(check.report)
     check.save()
@@ -288,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     verdict = "all ok" if check.report["finished"] else "stopped before the last step"
     say(f"done in {check.elapsed():.0f} s: {'not ok: ' + ', '.join(bad) if bad else verdict}")
     say(f"wrote {check.out} and {check.log}")
-    return 0 if not bad and check.report["finished"] else 1
+    return 128 + stopped if stopped else 0 if not bad and check.report["finished"] else 1
 
 
 def _interrupt(signum, frame) -> None:

@@ -14,6 +14,24 @@
 # pytest and its needs), they are installed to /tmp/site first and put on PYTHONPATH.
 set -euo pipefail
 
+# Relative --out, --work-dir and --data paths name places under the caller's directory, as in
+# any command; the check itself runs from the checkout.
+absolute() {
+    if [[ -z "$1" || "$1" == /* || "$1" == synthetic ]]; then printf '%s\n' "$1"
+    else printf '%s\n' "$PWD/$1"; fi
+}
+args=()
+while (($#)); do
+    case "$1" in
+        --out|--work-dir|--data)
+            args+=("$1")
+            (($# > 1)) && { args+=("$(absolute "$2")"); shift; }
+            shift ;;
+        --out=*|--work-dir=*|--data=*) args+=("${1%%=*}=$(absolute "${1#*=}")"); shift ;;
+        *) args+=("$1"); shift ;;
+    esac
+done
+set -- ${args[@]+"${args[@]}"}
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 

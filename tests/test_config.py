@@ -94,6 +94,21 @@ def test_wrong_type_names_the_key(override, key):
         config_from_dict({}, [override])
 
 
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        ("train.lr_scale=abc", "expected float, got 'abc' (str)"),
+        ("train.clip_norm=abc", "expected float or null, got 'abc' (str)"),
+        ("train.num_threads=two", "expected int or null, got 'two' (str)"),
+        ("model.d_model=5.5", "expected int, got 5.5 (float)"),
+    ],
+)
+def test_a_wrong_type_is_worded_alike_with_or_without_null(override, expected):
+    with pytest.raises(ValueError) as error:
+        config_from_dict({}, [override])
+    assert str(error.value).endswith(f"config key {override.split('=')[0]}: {expected}")
+
+
 def test_yaml_round_trip(tmp_path):
     config = config_from_dict({}, ["train.max_steps=7", "model.d_model=64", "model.n_heads=4"])
     path = tmp_path / "c.yaml"

@@ -69,7 +69,10 @@ def _coerce(value: object, annotation: object, key: str) -> object:
                 return _coerce(value, option, key)
             except ValueError:
                 continue
-        raise ValueError(f"config key {key}: value {value!r} is not of type {annotation}")
+        raise ValueError(
+            f"config key {key}: expected {_type_name(annotation)}, "
+            f"got {value!r} ({type(value).__name__})"
+        )
     if origin is tuple:
         args = typing.get_args(annotation)
         if not isinstance(value, list | tuple) or len(value) != len(args):
@@ -86,9 +89,19 @@ def _coerce(value: object, annotation: object, key: str) -> object:
     if annotation is float and (number or spelled):
         return float(value)
     raise ValueError(
-        f"config key {key}: expected {getattr(annotation, '__name__', annotation)}, "
+        f"config key {key}: expected {_type_name(annotation)}, "
         f"got {value!r} ({type(value).__name__})"
     )
+
+
+def _type_name(annotation: object) -> str:
+    """A field type as a user reads it: `float | None` is "float or null"."""
+    options = typing.get_args(annotation) or (annotation,)
+    names = [
+        "null" if option is type(None) else getattr(option, "__name__", str(option))
+        for option in options
+    ]
+    return " or ".join(names)
 
 
 def _build_section(cls: type, values: dict, section: str, origins: dict[str, str]) -> object:

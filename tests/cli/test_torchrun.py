@@ -111,6 +111,26 @@ def test_process_counts_that_are_not_positive_ascii_integers_are_refused(nproc):
         check_counts("1", nproc)
 
 
+def test_standalone_with_several_nodes_and_thousands_of_processes_are_refused(monkeypatch):
+    """`--standalone --nnodes 2` waited 600 s for a node that could not join; 2000 processes
+    filled the memory."""
+    from transformer.cli import torchrun
+
+    with pytest.raises(ValueError, match=r"^--nnodes '2': --standalone is this machine alone"):
+        torchrun.check_counts("2", "1", standalone=True)
+    with pytest.raises(ValueError, match=r"^--nnodes '2:3': --standalone"):
+        torchrun.check_counts("2:3", "1", standalone=True)
+    torchrun.check_counts("1:2", "1", standalone=True)  # may start alone
+    torchrun.check_counts("2", "1")  # nodes that meet at an endpoint
+    monkeypatch.setattr(torchrun.os, "sched_getaffinity", lambda pid: {0, 1})
+    limit = 2 * torchrun.MAX_PROCESSES_PER_CORE
+    torchrun.check_counts("1", str(limit))
+    with pytest.raises(
+        ValueError, match=rf"^--nproc_per_node '{limit + 1}': more than .* \(2 here\)"
+    ):
+        torchrun.check_counts("1", str(limit + 1))
+
+
 def test_argparse_errors_name_the_command(capsys):
     from transformer.cli import torchrun
 

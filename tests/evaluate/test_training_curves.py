@@ -69,6 +69,18 @@ def test_a_damaged_line_is_named_with_the_file_and_its_number(
     assert problem in str(error.value)
 
 
+def test_a_last_line_still_being_written_is_left_out_and_a_whole_one_kept(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    whole = "".join(json.dumps(record) + "\n" for record in RECORDS[:2])
+    path.write_text(whole + json.dumps(RECORDS[2])[:17], encoding="utf-8")
+    assert read_metrics(path) == RECORDS[:2]
+    path.write_text(whole + json.dumps(RECORDS[2]), encoding="utf-8")  # its newline not yet
+    assert read_metrics(path) == RECORDS[:3]
+    path.write_text(whole + json.dumps(RECORDS[2])[:17] + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="line 3 is not a JSON record"):
+        read_metrics(path)
+
+
 def test_a_line_that_is_not_utf8_and_a_file_without_records(tmp_path):
     path = tmp_path / "metrics.jsonl"
     path.write_bytes(b'{"type": "train", "step": 1}\n{"type": "\xff"}\n')

@@ -90,7 +90,7 @@ def test_an_out_that_is_no_regular_file_is_refused(tmp_path):
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_ends_the_check_in_lines_of_its_own(tmp_path, signum):
     """A Ctrl-C printed a KeyboardInterrupt traceback; a SIGTERM before the first step ended
-    in "all ok"."""
+    in "all ok", and later in 1 rather than 128 + the signal, as a shell reports it."""
     temporary = tmp_path / "tmp"
     temporary.mkdir()
     env = dict(os.environ, PYTHON=sys.executable, TMPDIR=str(temporary), OMP_NUM_THREADS="1")
@@ -103,8 +103,33 @@ def test_a_signal_ends_the_check_in_lines_of_its_own(tmp_path, signum):
             break
     process.send_signal(signum)
     stdout, stderr = process.communicate(timeout=300)
-    assert process.returncode == 1 and "Traceback" not in stderr, stderr
+    assert process.returncode == 128 + signum and "Traceback" not in stderr, stderr
     assert f"interrupted ({signal.Signals(signum).name})" in stdout
     assert "all ok" not in stdout
     assert json.loads(out.read_text(encoding="utf-8"))["finished"] is False
     assert list(temporary.iterdir()) == []
+
+
+def test_relative_paths_name_places_under_the_callers_directory(tmp_path):
+    """`--out x.json` run from another directory wrote into the checkout (the script changes to
+    it). A stand-in PYTHON prints the arguments the check would receive."""
+    fake = tmp_path / "python"
+    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n', encoding="utf-8")
+    fake.chmod(0o755)
+    caller = tmp_path / "caller"
+    caller.mkdir()
+    given = ["--out", "x.json", "--work-dir=w", "--data", "synthetic", "--steps", "f", "--data="]
+    done = subprocess.run(
+        ["bash", str(REPO / "scripts/gpu_check.sh"), *given],
+        cwd=caller,
+        env=dict(os.environ, PYTHON=str(fake)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    received = done.stdout.splitlines()[-len(given) :]
+    assert received == [
+        "--out", f"{caller}/x.json", f"--work-dir={caller}/w", "--data", "synthetic",
+        "--steps", "f", "--data=",
+    ]  # fmt: skip

@@ -9,9 +9,9 @@ a panel without data says so. The image goes to RUN_DIR/training_curves.png unle
 names another file, whose suffix is the format (png, svg, pdf, ...); it is written atomically
 (`transformer.atomic`), its directory must exist, and it may not be metrics.jsonl itself. A
 damaged metrics.jsonl (an empty line, a line that is not a JSON record) is named with its line
-number. Drawing needs matplotlib (`pip install -e '.[viz]'` in a clone). Exit status: the rule
-of `transformer.cli.common` (0 ok, 2 wrong command line, 1 the work could not be done, 130
-interrupted).
+number; a last line that training is still writing is left out. Drawing needs matplotlib
+(`pip install -e '.[viz]'` in a clone). Exit status: the rule of `transformer.cli.common` (0 ok,
+2 wrong command line, 1 the work could not be done, 130 interrupted).
 """
 
 from __future__ import annotations

@@ -14,12 +14,16 @@ Ctrl-C, 143 for SIGTERM), or the failed process's status.
 from __future__ import annotations
 
 import copy
+import os
 import signal
 import sys
 
 from transformer.cli.launch import interrupted, recorded_signals
 
 PROG = "torchrun"
+# A process loads torch (some 300 MB) before it does anything: beyond a few per core, a typing
+# slip (--nproc_per_node 2000) is refused before it fills the memory.
+MAX_PROCESSES_PER_CORE = 4
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.prog = PROG  # not the file's name, torchrun.py
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)  # argparse: exit 2
     try:  # the launch settings torchrun derives from them, on a copy, before any process
-        check_counts(args.nnodes, args.nproc_per_node)
+        check_counts(args.nnodes, args.nproc_per_node, standalone=args.standalone)
         torchrun.config_from_args(copy.deepcopy(args))
     except (ValueError, AssertionError) as error:  # e.g. --max-restarts -1
         print(f"{PROG}: error: {error}", file=sys.stderr)
@@ -71,26 +75,35 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def check_counts(nnodes: str, nproc_per_node: str) -> None:
+def check_counts(nnodes: str, nproc_per_node: str, standalone: bool = False) -> None:
     """Check the two counts torchrun takes as text and converts itself, naming the flag.
 
     torchrun's own `int` of --nnodes printed Python's message ("invalid literal for int()"),
     a traceback for "1:2:3", and took " 2" or non-ASCII digits; --nproc_per_node 0 or -1
-    ended in an AssertionError traceback once the launch began.
+    ended in an AssertionError traceback once the launch began. `--standalone --nnodes 2`
+    waited 600 s for a node that cannot join, then printed a traceback; a --nproc_per_node of
+    thousands started processes until the memory ran out.
 
     Args:
         nnodes: --nnodes: N or MIN:MAX.
         nproc_per_node: --nproc_per_node: a number, or a device word (auto, cpu, gpu, ...)
             that torchrun itself checks.
+        standalone: --standalone: this machine is the only node.
 
     Raises:
         ValueError: naming the flag and its value, for a count that is not a positive integer
-            of ASCII digits, or a MIN above MAX.
+            of ASCII digits, a MIN above MAX, a MIN above 1 with --standalone, or more than
+            `MAX_PROCESSES_PER_CORE` processes per CPU core this process may use.
     """
     counts = nnodes.split(":")
     if len(counts) > 2 or not all(map(_is_count, counts)) or int(counts[0]) > int(counts[-1]):
         raise ValueError(
             f"--nnodes {nnodes!r}: expected N or MIN:MAX, positive integers with MIN <= MAX"
+        )
+    if standalone and int(counts[0]) > 1:
+        raise ValueError(
+            f"--nnodes {nnodes!r}: --standalone is this machine alone, one node; the others "
+            "would never join (leave out --standalone and give --rdzv-endpoint for several)"
         )
     try:
         int(nproc_per_node)
@@ -99,6 +112,12 @@ def check_counts(nnodes: str, nproc_per_node: str) -> None:
     if not _is_count(nproc_per_node):
         raise ValueError(
             f"--nproc_per_node {nproc_per_node!r}: expected a positive integer or auto, cpu, gpu"
+        )
+    cores = len(os.sched_getaffinity(0))
+    if int(nproc_per_node) > MAX_PROCESSES_PER_CORE * cores:
+        raise ValueError(
+            f"--nproc_per_node {nproc_per_node!r}: more than {MAX_PROCESSES_PER_CORE} "
+            f"processes per CPU core ({cores} here): each loads torch; one per GPU or core is usual"
         )
 
 

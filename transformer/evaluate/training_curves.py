@@ -52,8 +52,10 @@ class Curve:
 def read_metrics(path: str | Path) -> list[dict]:
     """The records of a metrics.jsonl file, checked line by line.
 
-    Unlike `MetricsLog.read` (which skips a line cut off by a crash, to resume after it), every
-    line must be a record: a plot of a damaged file says where it is damaged.
+    Every complete line must be a record: a plot of a damaged file says where it is damaged
+    (`MetricsLog.read`, which resumes training, skips such lines). A last line without its
+    newline that is not a record is left out: training is appending it (a plot drawn while the
+    run trains) or a crash cut it off.
 
     Args:
         path: The file.
@@ -69,8 +71,9 @@ def read_metrics(path: str | Path) -> list[dict]:
     """
     path = Path(path)
     lines = path.read_bytes().split(b"\n")
-    if lines[-1] == b"":  # after the last newline
-        lines.pop()
+    unfinished = lines.pop()  # after the last newline: b"" or a line still being written
+    if unfinished.strip() and _is_record(unfinished):
+        lines.append(unfinished)
     records = []
     fields = {field for _, _, panel_lines in PANELS for _, field, _ in panel_lines}
     for number, raw in enumerate(lines, start=1):
@@ -100,6 +103,14 @@ def read_metrics(path: str | Path) -> list[dict]:
             "updates)"
         )
     return records
+
+
+def _is_record(raw: bytes) -> bool:
+    """Whether `raw` is one JSON object (an unfinished last line usually is not)."""
+    try:
+        return isinstance(json.loads(raw.decode("utf-8")), dict)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return False
 
 
 def training_curves(records: Sequence[dict]) -> list[tuple[str, str, list[Curve]]]:
