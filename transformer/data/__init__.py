@@ -3,7 +3,7 @@
 - `config.py`: `DataConfig`, the `data:` section;
 - `corpus.py`: reading local file pairs, whole or in chunks; `hf_corpus.py`: Hugging Face
   `datasets` splits (the hub or a local dataset); `multi30k.py`: the main job's corpus, found
-  locally or downloaded;
+  locally or downloaded; `hub.py`: their downloads without the Hub's retry warnings;
 - `tokenizer.py`: the SentencePiece tokenizer; `spm_model.py`: what a model file says about its
   training; `vocabulary.py`: a run's trained model(s), retrained when the settings change;
 - `word_encoding.py`: SentencePiece once per distinct word; `encoding.py`: a corpus encoded

@@ -16,6 +16,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from transformer.data.hub import quiet_hub_retries
+
 HF_PREFIX = "hf:"
 
 
@@ -59,7 +61,8 @@ def load_hf(spec: str, source_lang: str, target_lang: str):
                     raise ValueError(f"no split {split!r}; it has {', '.join(loaded)}")
                 return loaded[split]
             return loaded
-        return datasets.load_dataset(str(folder or name), config, split=split)
+        with quiet_hub_retries():
+            return datasets.load_dataset(str(folder or name), config, split=split)
     except Exception as error:  # the hub raises many types (ConnectionError, OSError, ...)
         reason = f"{type(error).__name__}: {str(error).strip().rstrip('.')}"
         if folder is not None or name.startswith(("/", ".", "~")):

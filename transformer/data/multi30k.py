@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from transformer.atomic import atomic_write_text
+from transformer.data.hub import quiet_hub_retries
 
 # The dataset's split names and the file names each is written to.
 SPLITS = {"train": "train", "validation": "val", "test": "test_2016_flickr"}
@@ -63,7 +64,8 @@ def find_multi30k(download_dir: Path) -> Path:
     try:
         import datasets
 
-        dataset = datasets.load_dataset("bentrevett/multi30k")
+        with quiet_hub_retries():
+            dataset = datasets.load_dataset("bentrevett/multi30k")
     except Exception as error:  # datasets raises many kinds of connection errors
         raise FileNotFoundError(
             "could not download the Hugging Face dataset bentrevett/multi30k "
