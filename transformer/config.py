@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
+from transformer.config_values import coerce
 from transformer.data.config import DataConfig
 from transformer.decode.config import DecodeConfig
 from transformer.model.config import ModelConfig
@@ -50,58 +50,6 @@ class Config:
 # Keys that older versions accepted, with where they went. A checkpoint that stores one still
 # loads (the key is dropped); a config file or override that uses one is told where it went.
 RETIRED_KEYS = {"model": {"linear_kernel": "train.linear_kernel"}}
-
-# Floats PyYAML reads as strings: exponents without a dot (1e-9), and `inf` (YAML's is `.inf`).
-_FLOAT_TEXT = re.compile(r"[-+]?((\d+\.?\d*|\.\d+)[eE][-+]?\d+|inf|infinity)", re.IGNORECASE)
-
-
-def _coerce(value: object, annotation: object, key: str) -> object:
-    """Check `value` against a dataclass field type, converting YAML forms (lists, ints)."""
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        options = typing.get_args(annotation)
-        if value is None and type(None) in options:
-            return None
-        for option in options:
-            if option is type(None):
-                continue
-            try:
-                return _coerce(value, option, key)
-            except ValueError:
-                continue
-        raise ValueError(
-            f"config key {key}: expected {_type_name(annotation)}, "
-            f"got {value!r} ({type(value).__name__})"
-        )
-    if origin is tuple:
-        args = typing.get_args(annotation)
-        if not isinstance(value, list | tuple) or len(value) != len(args):
-            raise ValueError(
-                f"config key {key}: expected a list of {len(args)} values, got {value!r}"
-            )
-        return tuple(_coerce(v, a, key) for v, a in zip(value, args, strict=True))
-    number = isinstance(value, int | float) and not isinstance(value, bool)
-    if annotation in (bool, str) and isinstance(value, annotation):
-        return value
-    if annotation is int and number and isinstance(value, int):
-        return value
-    spelled = isinstance(value, str) and _FLOAT_TEXT.fullmatch(value.strip())
-    if annotation is float and (number or spelled):
-        return float(value)
-    raise ValueError(
-        f"config key {key}: expected {_type_name(annotation)}, "
-        f"got {value!r} ({type(value).__name__})"
-    )
-
-
-def _type_name(annotation: object) -> str:
-    """A field type as a user reads it: `float | None` is "float or null"."""
-    options = typing.get_args(annotation) or (annotation,)
-    names = [
-        "null" if option is type(None) else getattr(option, "__name__", str(option))
-        for option in options
-    ]
-    return " or ".join(names)
 
 
 def _build_section(cls: type, values: dict, section: str, origins: dict[str, str]) -> object:
@@ -126,7 +74,7 @@ def _build_section(cls: type, values: dict, section: str, origins: dict[str, str
                 + ", ".join(names)
             )
         try:
-            kwargs[key] = _coerce(value, hints[key], f"{section}.{key}")
+            kwargs[key] = coerce(value, hints[key], f"{section}.{key}")
         except ValueError as error:
             raise ValueError(f"{origin}: {error}") from error
     try:

@@ -1,0 +1,77 @@
+"""A config value checked against its field's type: YAML's forms in, the field's type out.
+
+`transformer.config` builds each section's dataclass from YAML through `coerce`, so a wrong
+type is one message naming the key wherever the value came from (a file, an override, a
+checkpoint).
+"""
+
+from __future__ import annotations
+
+import re
+import types
+import typing
+
+# Floats PyYAML reads as strings: exponents without a dot (1e-9), and `inf` (YAML's is `.inf`).
+_FLOAT_TEXT = re.compile(r"[-+]?((\d+\.?\d*|\.\d+)[eE][-+]?\d+|inf|infinity)", re.IGNORECASE)
+
+
+def coerce(value: object, annotation: object, key: str) -> object:
+    """Check `value` against a config dataclass's field type, converting YAML's forms.
+
+    Args:
+        value: What YAML read: a number, string, bool, list or None.
+        annotation: The field's type: int, float, bool, str, a tuple of them, or `X | None`.
+        key: The config key (`section.name`), for the error.
+
+    Returns:
+        The value as the field holds it: an int for a float field becomes a float, a list a
+        tuple, and `1e-9` or `inf` (strings to YAML) floats.
+
+    Raises:
+        ValueError: naming the key, the expected type ("float or null") and the value.
+    """
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(annotation)
+        if value is None and type(None) in options:
+            return None
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return coerce(value, option, key)
+            except ValueError:
+                continue
+        raise ValueError(
+            f"config key {key}: expected {_type_name(annotation)}, "
+            f"got {value!r} ({type(value).__name__})"
+        )
+    if origin is tuple:
+        args = typing.get_args(annotation)
+        if not isinstance(value, list | tuple) or len(value) != len(args):
+            raise ValueError(
+                f"config key {key}: expected a list of {len(args)} values, got {value!r}"
+            )
+        return tuple(coerce(v, a, key) for v, a in zip(value, args, strict=True))
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if annotation in (bool, str) and isinstance(value, annotation):
+        return value
+    if annotation is int and number and isinstance(value, int):
+        return value
+    spelled = isinstance(value, str) and _FLOAT_TEXT.fullmatch(value.strip())
+    if annotation is float and (number or spelled):
+        return float(value)
+    raise ValueError(
+        f"config key {key}: expected {_type_name(annotation)}, "
+        f"got {value!r} ({type(value).__name__})"
+    )
+
+
+def _type_name(annotation: object) -> str:
+    """A field type as a user reads it: `float | None` is "float or null"."""
+    options = typing.get_args(annotation) or (annotation,)
+    names = [
+        "null" if option is type(None) else getattr(option, "__name__", str(option))
+        for option in options
+    ]
+    return " or ".join(names)
