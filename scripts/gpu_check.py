@@ -218,7 +218,7 @@ def prepare_data(check: Check) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--out", required=True, help="the JSON file to write (its log beside it)")
     parser.add_argument("--data", help="a gpu_check_data.sh folder, or 'synthetic'")
     parser.add_argument("--dry-run", action="store_true", help="the same steps, tiny, on CPU")

@@ -15,9 +15,10 @@
 set -euo pipefail
 
 # Relative --out, --work-dir and --data paths name places under the caller's directory, as in
-# any command; the check itself runs from the checkout.
+# any command; the check itself runs from the checkout (a value that starts with "-" is left to
+# the parser, which then says the flag lacks its value).
 absolute() {
-    if [[ -z "$1" || "$1" == /* || "$1" == synthetic ]]; then printf '%s\n' "$1"
+    if [[ -z "$1" || "$1" == /* || "$1" == -* || "$1" == synthetic ]]; then printf '%s\n' "$1"
     else printf '%s\n' "$PWD/$1"; fi
 }
 args=()

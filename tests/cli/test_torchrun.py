@@ -120,7 +120,9 @@ def test_standalone_with_several_nodes_and_thousands_of_processes_are_refused(mo
         torchrun.check_counts("2", "1", standalone=True)
     with pytest.raises(ValueError, match=r"^--nnodes '2:3': --standalone"):
         torchrun.check_counts("2:3", "1", standalone=True)
-    torchrun.check_counts("1:2", "1", standalone=True)  # may start alone
+    with pytest.raises(ValueError, match=r"^--nnodes '1:2': --standalone"):
+        torchrun.check_counts("1:2", "1", standalone=True)  # waited 30 s for the second
+    torchrun.check_counts("1:1", "1", standalone=True)
     torchrun.check_counts("2", "1")  # nodes that meet at an endpoint
     monkeypatch.setattr(torchrun.os, "sched_getaffinity", lambda pid: {0, 1})
     limit = 2 * torchrun.MAX_PROCESSES_PER_CORE

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from scripts.gpu_check import build_parser
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -119,6 +121,7 @@ def test_relative_paths_name_places_under_the_callers_directory(tmp_path):
     caller = tmp_path / "caller"
     caller.mkdir()
     given = ["--out", "x.json", "--work-dir=w", "--data", "synthetic", "--steps", "f", "--data="]
+    given += ["--work-dir", "--dry-run"]  # a missing value stays missing: argparse names it
     done = subprocess.run(
         ["bash", str(REPO / "scripts/gpu_check.sh"), *given],
         cwd=caller,
@@ -131,5 +134,7 @@ def test_relative_paths_name_places_under_the_callers_directory(tmp_path):
     received = done.stdout.splitlines()[-len(given) :]
     assert received == [
         "--out", f"{caller}/x.json", f"--work-dir={caller}/w", "--data", "synthetic",
-        "--steps", "f", "--data=",
+        "--steps", "f", "--data=", "--work-dir", "--dry-run",
     ]  # fmt: skip
+    with pytest.raises(SystemExit):  # a shortened flag would escape the rewriting
+        build_parser().parse_args(["--ou", "x.json"])

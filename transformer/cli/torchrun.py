@@ -81,8 +81,8 @@ def check_counts(nnodes: str, nproc_per_node: str, standalone: bool = False) -> 
     torchrun's own `int` of --nnodes printed Python's message ("invalid literal for int()"),
     a traceback for "1:2:3", and took " 2" or non-ASCII digits; --nproc_per_node 0 or -1
     ended in an AssertionError traceback once the launch began. `--standalone --nnodes 2`
-    waited 600 s for a node that cannot join, then printed a traceback; a --nproc_per_node of
-    thousands started processes until the memory ran out.
+    waited 600 s for a node that cannot join, then printed a traceback (1:2 waited 30 s); a
+    --nproc_per_node of thousands started processes until the memory ran out.
 
     Args:
         nnodes: --nnodes: N or MIN:MAX.
@@ -92,7 +92,7 @@ def check_counts(nnodes: str, nproc_per_node: str, standalone: bool = False) -> 
 
     Raises:
         ValueError: naming the flag and its value, for a count that is not a positive integer
-            of ASCII digits, a MIN above MAX, a MIN above 1 with --standalone, or more than
+            of ASCII digits, a MIN above MAX, a MAX above 1 with --standalone, or more than
             `MAX_PROCESSES_PER_CORE` processes per CPU core this process may use.
     """
     counts = nnodes.split(":")
@@ -100,7 +100,7 @@ def check_counts(nnodes: str, nproc_per_node: str, standalone: bool = False) -> 
         raise ValueError(
             f"--nnodes {nnodes!r}: expected N or MIN:MAX, positive integers with MIN <= MAX"
         )
-    if standalone and int(counts[0]) > 1:
+    if standalone and int(counts[-1]) > 1:
         raise ValueError(
             f"--nnodes {nnodes!r}: --standalone is this machine alone, one node; the others "
             "would never join (leave out --standalone and give --rdzv-endpoint for several)"
