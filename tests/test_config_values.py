@@ -36,6 +36,9 @@ def test_yaml_forms_become_the_fields_type(value, annotation, expected):
         (5.5, int, "expected int, got 5.5 (float)"),
         (True, int, "expected int, got True (bool)"),
         (0.9, tuple[float, float], "expected a list of 2 values, got 0.9"),
+        (math.nan, float, "expected a number, got .nan (not a number)"),
+        (math.nan, float | None, "expected a number, got .nan (not a number)"),
+        ([math.nan, 0.98], tuple[float, float], "expected a number, got .nan (not a number)"),
     ],
 )
 def test_a_wrong_type_is_worded_alike_with_or_without_null(value, annotation, expected):

@@ -7,6 +7,7 @@ checkpoint).
 
 from __future__ import annotations
 
+import math
 import re
 import types
 import typing
@@ -28,8 +29,12 @@ def coerce(value: object, annotation: object, key: str) -> object:
         tuple, and `1e-9` or `inf` (strings to YAML) floats.
 
     Raises:
-        ValueError: naming the key, the expected type ("float or null") and the value.
+        ValueError: naming the key, the expected type ("float or null") and the value; also
+            for NaN (YAML's `.nan`), which no setting means.
     """
+    if isinstance(value, float) and math.isnan(value):
+        # YAML's .nan: no setting means "not a number", and it slips past range checks.
+        raise ValueError(f"config key {key}: expected a number, got .nan (not a number)")
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
         options = typing.get_args(annotation)

@@ -53,8 +53,10 @@ def test_read_metrics_returns_the_records_in_order(tmp_path):
         ([json.dumps(RECORDS[0]), '{"type": "train", "step": 20, "lo'], 2, "not a JSON record"),
         (["[1, 2]"], 1, "not a JSON object"),
         (['{"step": 1, "loss": 2.0}'], 1, 'no "type"'),
-        (['{"type": "train", "loss": 2.0}'], 1, "'step' (None) is not a number"),
-        (['{"type": "train", "step": true}'], 1, "'step' (True) is not a number"),
+        (['{"type": "train", "loss": 2.0}'], 1, "'step' (None) is not a finite number"),
+        (['{"type": "train", "step": true}'], 1, "'step' (True) is not a finite number"),
+        (['{"type": "train", "step": NaN}'], 1, "'step' (nan) is not a finite number"),
+        (['{"type": "train", "step": Infinity}'], 1, "'step' (inf) is not a finite number"),
         (['{"type": "train", "step": 1}', '{"type": "train", "step": 2, "loss": "x"}'], 2, "loss"),
     ],
 )

@@ -11,6 +11,7 @@ Drawing needs matplotlib (the `viz` extra).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,7 +67,7 @@ def read_metrics(path: str | Path) -> list[dict]:
     Raises:
         OSError: when the file cannot be read.
         ValueError: naming the file and line, for a line that is not UTF-8, empty, not a JSON
-            object, or lacks a string "type" or a numeric "step", or whose "loss", "bleu",
+            object, or lacks a string "type" or a finite numeric "step", or whose "loss", "bleu",
             "lr" or "tokens_per_second" is not a number; or for a file without records.
     """
     path = Path(path)
@@ -92,7 +93,10 @@ def read_metrics(path: str | Path) -> list[dict]:
             raise ValueError(f"{where} is not a JSON object: {line[:80]}")
         if not isinstance(record.get("type"), str):
             raise ValueError(f'{where} has no "type" (train or valid): {line[:80]}')
-        for field in ("step", *sorted(fields & record.keys())):
+        step = record.get("step")
+        if not (_is_number(step) and math.isfinite(step)):
+            raise ValueError(f"{where}: 'step' ({step!r}) is not a finite number")
+        for field in sorted(fields & record.keys()):
             if not _is_number(record.get(field)):
                 shown = record.get(field)
                 raise ValueError(f"{where}: {field!r} ({shown!r}) is not a number")
