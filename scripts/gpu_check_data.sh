@@ -16,8 +16,7 @@
 # when .whl/ holds wheels. The GPU image usually has pytest already, so this is a fallback.
 set -euo pipefail
 
-cd "$(dirname "$0")/.."
-SOURCE="${TRANSFORMER_DATA_DIR:-../shared/data}"
+SOURCE="${TRANSFORMER_DATA_DIR:-}"
 WHEELS=0
 for arg in "$@"; do
     case "$arg" in
@@ -26,6 +25,11 @@ for arg in "$@"; do
         *) SOURCE="$arg" ;;
     esac
 done
+# A folder given (or the variable) is the caller's, relative to where they stand; the default
+# is the repository's neighbour.
+if [[ -n "$SOURCE" && "$SOURCE" != /* ]]; then SOURCE="$PWD/$SOURCE"; fi
+cd "$(dirname "$0")/.."
+SOURCE="${SOURCE:-../shared/data}"
 DEST=gpu_data
 NEWS=(news-test2008 newssyscomb2009 newstest2009 newstest2010 newstest2011 newstest2012)
 

@@ -193,7 +193,18 @@ def test_the_log_names_the_metric_a_best_validation_is_best_by(
     validator.log = lines.append
     state = TrainState()
     validator.record({"loss": 3.0, "ppl": 20.1, "bleu": 1.5}, state, elapsed_minutes=0.1)
-    assert lines == [f"validation at step 0: loss 3 ppl 20.1 bleu 1.5 (best {best_metric})"]
+    assert lines == [f"validation at step 0: loss 3 ppl 20.1 bleu 1.50 (best {best_metric})"]
+
+
+def test_the_log_shows_bleu_with_two_decimals_as_sacrebleu(
+    translation_model, synthetic_tokenizer, pairs, tmp_path
+):
+    """It showed four significant digits: "bleu 0.008135" beside sacreBLEU's "0.01"."""
+    validator = _validator(pairs, synthetic_tokenizer, tmp_path, best_metric="loss")
+    lines = []
+    validator.log = lines.append
+    validator.record({"loss": 7.25, "ppl": 1408.1, "bleu": 0.008135}, TrainState(), 0.1)
+    assert lines == ["validation at step 0: loss 7.25 ppl 1408 bleu 0.01 (best loss)"]
 
 
 def test_early_stopping_after_patience_validations_without_improvement(

@@ -8,15 +8,20 @@ on to its processes, which finish their update and save (`transformer/train/inte
 then raises `SignalException`: a traceback after the processes' own one-line messages. When a
 process fails, it prints a `ChildFailedError` report of some 20 lines below that process's
 own error. Here both end in one line and the usual exit status: 128 + the signal (130 for
-Ctrl-C, 143 for SIGTERM), or the failed process's status.
+Ctrl-C, 143 for SIGTERM), or the failed process's status; torchrun's warnings that it is
+stopping its processes are left out (`quiet_shutdown_warnings`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import logging
 import os
+import re
 import signal
 import sys
+from collections.abc import Iterator
 
 from transformer.cli.launch import interrupted, recorded_signals
 
@@ -24,6 +29,13 @@ PROG = "torchrun"
 # A process loads torch (some 300 MB) before it does anything: beyond a few per core, a typing
 # slip (--nproc_per_node 2000) is refused before it fills the memory.
 MAX_PROCESSES_PER_CORE = 4
+# torchrun's loggers of the agent and of its processes, and their two messages about stopping
+# the processes after a signal or a failure (`quiet_shutdown_warnings`).
+SHUTDOWN_LOGGERS = (
+    "torch.distributed.elastic.agent.server.api",
+    "torch.distributed.elastic.multiprocessing.api",
+)
+SHUTDOWN_WARNING = re.compile(r"Received \S+ death signal|Sending process \d+ closing signal")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
     try:
-        torchrun.run(args)
+        with quiet_shutdown_warnings():
+            torchrun.run(args)
     except KeyboardInterrupt:  # during the rendezvous, before torchrun handles signals itself
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
@@ -73,6 +86,34 @@ def main(argv: list[str] | None = None) -> int:
         )
         return failure.exitcode if failure.exitcode > 0 else 1
     return 0
+
+
+@contextlib.contextmanager
+def quiet_shutdown_warnings() -> Iterator[None]:
+    """Within the block, torchrun's warnings that it is stopping its processes are dropped.
+
+    After a signal (or a failed process) torchrun's agent logs "Received 15 death signal,
+    shutting down workers" and "Sending process N closing signal SIGTERM" for each process,
+    three lines above the processes' own one-line message and `main`'s. Only those two
+    messages are dropped; torchrun's other warnings and errors stay.
+
+    Source: `torch.distributed.elastic.agent.server.api` and `...multiprocessing.api` log
+    them on their module loggers; a logger's filters see the records logged on it (Python's
+    `logging`).
+    """
+    loggers = [logging.getLogger(name) for name in SHUTDOWN_LOGGERS]
+    for logger in loggers:
+        logger.addFilter(_not_a_shutdown_warning)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(_not_a_shutdown_warning)
+
+
+def _not_a_shutdown_warning(record: logging.LogRecord) -> bool:
+    """False for torchrun's two messages about stopping its processes."""
+    return not SHUTDOWN_WARNING.match(record.getMessage())
 
 
 def check_counts(nnodes: str, nproc_per_node: str, standalone: bool = False) -> None:

@@ -216,9 +216,9 @@ class Validator:
         if self.context.is_main:
             record = {"type": "valid", "step": state.step, **metrics, "best": is_best}
             self.metrics.write({**record, "elapsed_minutes": elapsed_minutes})
-            shown = " ".join(
-                f"{k} {metrics[k]:.4g}" for k in ("loss", "ppl", "bleu") if k in metrics
-            )
+            # BLEU with two decimals, as sacreBLEU prints it; the loss to four digits.
+            formats = {"loss": ".4g", "ppl": ".4g", "bleu": ".2f"}
+            shown = " ".join(f"{k} {metrics[k]:{f}}" for k, f in formats.items() if k in metrics)
             self.log(
                 f"validation at step {state.step}: {shown}"
                 + (f" (best {train.best_metric})" if is_best else "")
