@@ -42,3 +42,14 @@ def test_torchruns_sigterm_after_a_ctrl_c_does_not_abort_the_clean_stop():
 
 def test_a_process_that_received_nothing_exits_with_1():
     assert StopSignals().exit_status == 1
+
+
+@pytest.mark.parametrize(
+    "announce, expected", [(True, "SIGTERM: stopping after this update\n"), (False, "")]
+)
+def test_only_the_announcing_process_says_it_stops(capfd, announce, expected):
+    """Every process of a torchrun job gets the signal: two processes printed the line twice."""
+    with StopSignals(announce) as signals:
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert signals.requested
+    assert capfd.readouterr().err == expected

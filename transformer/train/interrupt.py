@@ -23,12 +23,17 @@ class StopSignals:
     Handlers can only be installed from the main thread; elsewhere (a training job run from a
     worker thread) the context does nothing and the signals keep their usual effect.
 
+    Args:
+        announce: Whether the first signal prints "SIGINT: stopping after this update": the
+            main process of a torchrun job says it once for all of them (each gets the signal).
+
     Attributes:
         received: The signal received first (None until one arrives).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, announce: bool = True) -> None:
         self.received: signal.Signals | None = None
+        self.announce = announce
         self._previous: dict = {}
 
     def __enter__(self) -> StopSignals:
@@ -53,8 +58,8 @@ class StopSignals:
                 again = " (Ctrl-C again to abort)"
             else:
                 again = ""
-            # os.write, not print: the signal may have interrupted a print to the same stream.
-            os.write(2, f"{self.received.name}: stopping after this update{again}\n".encode())
+            if self.announce:  # os.write, not print: the signal may have interrupted a print
+                os.write(2, f"{self.received.name}: stopping after this update{again}\n".encode())
 
     @property
     def requested(self) -> bool:

@@ -203,7 +203,8 @@ class Trainer:
         if self.config.train.tensorboard and self.context.is_main:  # train/tensorboard_log.py
             self.metrics.mirror = TensorBoardLog(self.run_dir.tensorboard_path, self.state.step + 1)
         # Reading thread and mirror close on errors too; the first Ctrl-C / SIGTERM stops cleanly.
-        with self.metrics, self.batches, StopSignals() as self.signals:
+        announce = self.context.is_main  # one "stopping after this update" for all processes
+        with self.metrics, self.batches, StopSignals(announce) as self.signals:
             return self._train(self.signals)
 
     def _train(self, signals: StopSignals) -> TrainState:
