@@ -36,6 +36,8 @@ def test_yaml_forms_become_the_fields_type(value, annotation, expected):
         (5.5, int, "expected int, got 5.5 (float)"),
         (True, int, "expected int, got True (bool)"),
         (0.9, tuple[float, float], "expected a list of 2 values, got 0.9"),
+        (10**23, int, "100000000000000000000000 is out of range (at most 2**63 - 1)"),
+        (-(2**63) - 1, int | None, "-9223372036854775809 is out of range (at most 2**63 - 1)"),
         (math.nan, float, "expected a number, got .nan (not a number)"),
         (math.nan, float | None, "expected a number, got .nan (not a number)"),
         ([math.nan, 0.98], tuple[float, float], "expected a number, got .nan (not a number)"),

@@ -30,7 +30,7 @@ def coerce(value: object, annotation: object, key: str) -> object:
 
     Raises:
         ValueError: naming the key, the expected type ("float or null") and the value; also
-            for NaN (YAML's `.nan`), which no setting means.
+            for NaN (YAML's `.nan`), which no setting means, and an int beyond 64 bits.
     """
     if isinstance(value, float) and math.isnan(value):
         # YAML's .nan: no setting means "not a number", and it slips past range checks.
@@ -45,6 +45,8 @@ def coerce(value: object, annotation: object, key: str) -> object:
                 continue
             try:
                 return coerce(value, option, key)
+            except _OutOfRange:
+                raise
             except ValueError:
                 continue
         raise ValueError(
@@ -62,6 +64,8 @@ def coerce(value: object, annotation: object, key: str) -> object:
     if annotation in (bool, str) and isinstance(value, annotation):
         return value
     if annotation is int and number and isinstance(value, int):
+        if not -(2**63) <= value < 2**63:  # torch's sizes and counters are 64-bit
+            raise _OutOfRange(f"config key {key}: {value} is out of range (at most 2**63 - 1)")
         return value
     spelled = isinstance(value, str) and _FLOAT_TEXT.fullmatch(value.strip())
     if annotation is float and (number or spelled):
@@ -70,6 +74,10 @@ def coerce(value: object, annotation: object, key: str) -> object:
         f"config key {key}: expected {_type_name(annotation)}, "
         f"got {value!r} ({type(value).__name__})"
     )
+
+
+class _OutOfRange(ValueError):
+    """A value of the right type beyond its range: the message to show, even in a union."""
 
 
 def _type_name(annotation: object) -> str:

@@ -116,6 +116,14 @@ def test_running_out_of_memory_is_one_line_and_other_runtime_errors_keep_their_t
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("tool: error: out of memory: ")
 
+    def overflowing(args):
+        torch.empty(300, 2**62)  # model.d_model=2**62: its bytes overflow 64 bits
+        # (a traceback: "Storage size calculation overflowed with sizes=[300, ...]")
+
+    assert run(_parser(), overflowing, []) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("tool: error: out of memory: Storage size calculation overflowed")
+
     def bug(args):
         raise RuntimeError("shape '[2, 3]' is invalid for input of size 7")
 

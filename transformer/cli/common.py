@@ -153,11 +153,13 @@ def _silence_stdout() -> None:
 def is_out_of_memory(error: RuntimeError) -> bool:
     """Whether `error` says an allocation failed: torch's `OutOfMemoryError` (a GPU) or the
     CPU allocator's "can't allocate memory" / "out of memory" (too large a beam, batch or
-    model for the machine: a user's setting, not a defect)."""
+    model for the machine: a user's setting, not a defect), or a size too large to count."""
     if isinstance(error, torch.OutOfMemoryError):
         return True
     text = str(error).lower()
-    return "can't allocate memory" in text or "out of memory" in text
+    # The last: a size whose byte count overflows 64 bits (`model.d_model=2**62`).
+    allocation = ("can't allocate memory", "out of memory", "storage size calculation overflowed")
+    return any(words in text for words in allocation)
 
 
 def device_option(value: str) -> torch.device:
