@@ -40,6 +40,7 @@ import yaml  # noqa: E402
 from scripts.step import INTERRUPTED, run, training_command  # noqa: E402
 from transformer.atomic import atomic_write_text  # noqa: E402
 from transformer.cli.launch import interrupted, recorded_signals  # noqa: E402
+from transformer.cli.torchrun import too_many_processes  # noqa: E402
 from transformer.cli.values import integer, number  # noqa: E402
 from transformer.cpu.processes import cpu_processes  # noqa: E402
 from transformer.data.corpus import resolve_prefix  # noqa: E402
@@ -134,10 +135,16 @@ def _job(argv: list[str] | None) -> int:
     )
     parser.add_argument("overrides", nargs="*", help="extra config overrides (section.key=value)")
     args = parser.parse_intermixed_args(argv)  # overrides before, between or after the options
-    args.config = os.path.abspath(args.config)  # the steps run in the repository, not here
     problem = None  # checked before an hour of training, not after it
-    if args.processes is not None and args.processes < 1:
+    given = {"--run-dir": args.run_dir, "--results-dir": args.results_dir}
+    given.update({"--download-dir": args.download_dir, "--config": args.config})
+    empty = [flag for flag, value in given.items() if value is not None and not value.strip()]
+    if empty:  # --run-dir "" trained in the real job's run directory
+        problem = f"{empty[0]} is empty: name a {'file' if empty[0] == '--config' else 'folder'}"
+    elif args.processes is not None and args.processes < 1:
         problem = f"--processes ({args.processes}) must be at least 1"
+    elif args.processes is not None and too_many_processes(args.processes):
+        problem = f"--processes ({args.processes}): {too_many_processes(args.processes)}"
     elif args.max_minutes is not None and not 0 < args.max_minutes < float("inf"):
         problem = f"--max-minutes ({args.max_minutes}) must be a positive number"
     try:
@@ -148,6 +155,7 @@ def _job(argv: list[str] | None) -> int:
     if problem:
         print(f"quickstart: error: {problem}", file=sys.stderr)
         return 2
+    args.config = os.path.abspath(args.config)  # the steps run in the repository, not here
 
     src, tgt = args.direction.split("-")
     try:
@@ -202,6 +210,7 @@ def _job(argv: list[str] | None) -> int:
     if problem:
         print(f"quickstart: error: {problem}", file=sys.stderr)
         return 2
+    args.config = os.path.abspath(args.config)  # the steps run in the repository, not here
     if note := validation_choice.capped_averages(args.average_last, config.train.keep_last):
         print(f"quickstart: note: {note}", flush=True)  # now, not after the hour of training
     # results/ is only written by the full, unmodified job; made now, a bad directory fails

@@ -121,3 +121,24 @@ def test_a_sigterm_while_torch_loads_is_one_line():
         timeout=60,
     )
     assert (done.returncode, done.stdout, done.stderr) == (143, "", "quickstart: interrupted\n")
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        # "" was the default run directory: the full job trained in the real job's folder.
+        (["--run-dir", ""], "--run-dir is empty: name a folder"),
+        (["--results-dir", " "], "--results-dir is empty: name a folder"),
+        (["--config", ""], "--config is empty: name a file"),
+        # torchrun refused it after the quickstart had started, which then exited 1 in 4 lines.
+        (["--processes", "9"], "--processes (9): more than 4 processes per CPU core (2 here)"),
+    ],
+)
+def test_an_empty_folder_or_too_many_processes_is_one_line_before_anything(
+    argv, message, monkeypatch, capsys
+):
+    monkeypatch.setattr(quickstart, "run", lambda *args, **kwargs: pytest.fail("must stop before"))
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1})
+    assert quickstart.main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"quickstart: error: {message}")

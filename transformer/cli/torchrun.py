@@ -154,12 +154,24 @@ def check_counts(nnodes: str, nproc_per_node: str, standalone: bool = False) -> 
         raise ValueError(
             f"--nproc_per_node {nproc_per_node!r}: expected a positive integer or auto, cpu, gpu"
         )
+    problem = too_many_processes(int(nproc_per_node))
+    if problem:
+        raise ValueError(f"--nproc_per_node {nproc_per_node!r}: {problem}")
+
+
+def too_many_processes(count: int) -> str | None:
+    """Why `count` processes are too many for this machine, or None when they are not.
+
+    The limit, `MAX_PROCESSES_PER_CORE` per CPU core this process may use, holds for
+    --nproc_per_node here and for the quickstart's --processes.
+    """
     cores = len(os.sched_getaffinity(0))
-    if int(nproc_per_node) > MAX_PROCESSES_PER_CORE * cores:
-        raise ValueError(
-            f"--nproc_per_node {nproc_per_node!r}: more than {MAX_PROCESSES_PER_CORE} "
-            f"processes per CPU core ({cores} here): each loads torch; one per GPU or core is usual"
-        )
+    if count <= MAX_PROCESSES_PER_CORE * cores:
+        return None
+    return (
+        f"more than {MAX_PROCESSES_PER_CORE} processes per CPU core ({cores} here): each loads "
+        "torch; one per GPU or core is usual"
+    )
 
 
 def _is_count(text: str) -> bool:
