@@ -186,6 +186,9 @@ def test_a_missing_config_or_a_directory_is_named_as_such(tmp_path):
         load_config(tmp_path / "nope.yaml")
     with pytest.raises(FileNotFoundError, match=r"is a directory, not a YAML file$"):
         load_config(tmp_path)
+    # /dev/null exists: it was "config file not found: /dev/null".
+    with pytest.raises(FileNotFoundError, match=r"^config /dev/null is not a regular file"):
+        load_config("/dev/null")
 
 
 @pytest.mark.parametrize(

@@ -38,6 +38,18 @@ def test_yaml_forms_become_the_fields_type(value, annotation, expected):
         (0.9, tuple[float, float], "expected a list of 2 values, got 0.9"),
         (10**23, int, "100000000000000000000000 is out of range (at most 2**63 - 1)"),
         (-(2**63) - 1, int | None, "-9223372036854775809 is out of range (at most 2**63 - 1)"),
+        (
+            False,
+            str,
+            "expected str, got False (bool); YAML reads yes/no/on/off as booleans: quote the "
+            "word, e.g. 'no'",
+        ),
+        (
+            True,
+            str | None,
+            "expected str or null, got True (bool); YAML reads yes/no/on/off as booleans: "
+            "quote the word, e.g. 'no'",
+        ),
         (math.nan, float, "expected a number, got .nan (not a number)"),
         (math.nan, float | None, "expected a number, got .nan (not a number)"),
         ([math.nan, 0.98], tuple[float, float], "expected a number, got .nan (not a number)"),

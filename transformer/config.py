@@ -192,6 +192,8 @@ def _read_yaml(path: Path) -> dict:
     """The top-level mapping of a YAML config file."""
     if path.is_dir():
         raise FileNotFoundError(f"config {path} is a directory, not a YAML file")
+    if path.exists() and not path.is_file():  # /dev/null, a pipe: "not found" was untrue
+        raise FileNotFoundError(f"config {path} is not a regular file: give a YAML file")
     if not path.is_file():
         raise FileNotFoundError(f"config file not found: {path}")
     try:

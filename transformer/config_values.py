@@ -49,10 +49,7 @@ def coerce(value: object, annotation: object, key: str) -> object:
                 raise
             except ValueError:
                 continue
-        raise ValueError(
-            f"config key {key}: expected {_type_name(annotation)}, "
-            f"got {value!r} ({type(value).__name__})"
-        )
+        raise _wrong_type(value, annotation, key)
     if origin is tuple:
         args = typing.get_args(annotation)
         if not isinstance(value, list | tuple) or len(value) != len(args):
@@ -70,10 +67,17 @@ def coerce(value: object, annotation: object, key: str) -> object:
     spelled = isinstance(value, str) and _FLOAT_TEXT.fullmatch(value.strip())
     if annotation is float and (number or spelled):
         return float(value)
-    raise ValueError(
-        f"config key {key}: expected {_type_name(annotation)}, "
-        f"got {value!r} ({type(value).__name__})"
-    )
+    raise _wrong_type(value, annotation, key)
+
+
+def _wrong_type(value: object, annotation: object, key: str) -> ValueError:
+    """The error for a value of the wrong type; for a word YAML made a boolean, how to fix it."""
+    message = f"config key {key}: expected {_type_name(annotation)}, got {value!r}"
+    message += f" ({type(value).__name__})"
+    if isinstance(value, bool) and str in (typing.get_args(annotation) or (annotation,)):
+        # YAML 1.1, PyYAML's: data.source_lang=no (Norwegian) arrives as False.
+        message += "; YAML reads yes/no/on/off as booleans: quote the word, e.g. 'no'"
+    return ValueError(message)
 
 
 class _OutOfRange(ValueError):
