@@ -247,3 +247,15 @@ def test_a_blank_override_is_the_blank_string_not_null(blank):
     `data.cache_dir=` was refused (#17, bad-input pass)."""
     with pytest.raises(ValueError, match=rf"data\.cache_dir \('{blank}'\) is blank"):
         config_from_dict({}, [f"data.cache_dir={blank}"])
+
+
+def test_a_special_id_beyond_the_vocabulary_is_named_before_data_preparation():
+    """model.pad_id=5000 with data.vocab_size=300 was refused only after the data was
+    prepared, as "pad_id (5000) must be in [0, 300)" (#17, bad-input pass)."""
+    with pytest.raises(ValueError) as error:
+        config_from_dict({"data": {"vocab_size": 300}}, ["model.pad_id=5000"])
+    assert str(error.value) == (
+        "command-line override 'model.pad_id=5000': model.pad_id (5000) must be below "
+        "data.vocab_size (300)"
+    )
+    assert config_from_dict({"data": {"vocab_size": 300}}, ["model.pad_id=299"])

@@ -173,6 +173,13 @@ def config_from_dict(
     built = {
         name: _build_section(hints[name], merged[name], name, origins[name]) for name in sections
     }
+    model, vocab_size = built["model"], built["data"].vocab_size
+    for key in ("pad_id", "unk_id", "bos_id", "eos_id"):  # checked before data preparation
+        if getattr(model, key) >= vocab_size:  # (the trained vocabulary sets model.vocab_size)
+            raise ValueError(
+                f"{origins['model'].get(key, source)}: model.{key} ({getattr(model, key)}) "
+                f"must be below data.vocab_size ({vocab_size})"
+            )
     return Config(**built)
 
 

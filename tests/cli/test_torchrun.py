@@ -46,6 +46,7 @@ def test_a_failed_process_ends_in_one_line_with_its_status(tmp_path):
     assert process.returncode == 3
     assert "something the worker says itself" in err
     assert "Traceback" not in err and "ChildFailedError" not in err
+    assert "failed (exitcode: 3)" not in err  # torchrun's error log, which the line says again
     assert err.strip().splitlines()[-1] == (
         "torchrun: the process of rank 0 exited with status 3 (its own message is above)"
     )

@@ -29,13 +29,15 @@ PROG = "torchrun"
 # A process loads torch (some 300 MB) before it does anything: beyond a few per core, a typing
 # slip (--nproc_per_node 2000) is refused before it fills the memory.
 MAX_PROCESSES_PER_CORE = 4
-# torchrun's loggers of the agent and of its processes, and their two messages about stopping
-# the processes after a signal or a failure (`quiet_shutdown_warnings`).
+# torchrun's loggers of the agent and of its processes, and their messages about stopping the
+# processes after a signal or a failure (`quiet_shutdown_warnings`).
 SHUTDOWN_LOGGERS = (
     "torch.distributed.elastic.agent.server.api",
     "torch.distributed.elastic.multiprocessing.api",
 )
-SHUTDOWN_WARNING = re.compile(r"Received \S+ death signal|Sending process \d+ closing signal")
+SHUTDOWN_WARNING = re.compile(
+    r"Received \S+ death signal|Sending process \d+ closing signal|failed \(exitcode: -?\d+\) local"
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,11 +92,12 @@ def main(argv: list[str] | None = None) -> int:
 
 @contextlib.contextmanager
 def quiet_shutdown_warnings() -> Iterator[None]:
-    """Within the block, torchrun's warnings that it is stopping its processes are dropped.
+    """Within the block, torchrun's messages that it is stopping its processes are dropped.
 
-    After a signal (or a failed process) torchrun's agent logs "Received 15 death signal,
-    shutting down workers" and "Sending process N closing signal SIGTERM" for each process,
-    three lines above the processes' own one-line message and `main`'s. Only those two
+    After a signal torchrun's agent logs "Received 15 death signal, shutting down workers"
+    and "Sending process N closing signal SIGTERM" for each process, three lines above the
+    processes' own one-line message and `main`'s; after a failure, "failed (exitcode: 2)
+    local_rank: 0 (pid: N) of binary: ...", which `main`'s line says again. Only those
     messages are dropped; torchrun's other warnings and errors stay.
 
     Source: `torch.distributed.elastic.agent.server.api` and `...multiprocessing.api` log
@@ -112,7 +115,7 @@ def quiet_shutdown_warnings() -> Iterator[None]:
 
 
 def _not_a_shutdown_warning(record: logging.LogRecord) -> bool:
-    """False for torchrun's two messages about stopping its processes."""
+    """False for torchrun's messages about stopping its processes (`SHUTDOWN_WARNING`)."""
     return not SHUTDOWN_WARNING.match(record.getMessage())
 
 
