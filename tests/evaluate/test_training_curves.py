@@ -150,3 +150,10 @@ def test_an_unknown_format_and_missing_matplotlib(tmp_path, monkeypatch):
     assert (
         str(error.value) == CURVES_INSTALL_HINT and "pip install matplotlib" in CURVES_INSTALL_HINT
     )
+
+
+def test_blank_lines_at_the_end_are_left_out(tmp_path):
+    """One blank line after the last record failed the whole plot ("line 3 is empty")."""
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in RECORDS[:2]) + "\n \n", encoding="utf-8")
+    assert read_metrics(path) == RECORDS[:2]

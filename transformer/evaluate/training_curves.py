@@ -56,7 +56,7 @@ def read_metrics(path: str | Path) -> list[dict]:
     Every complete line must be a record: a plot of a damaged file says where it is damaged
     (`MetricsLog.read`, which resumes training, skips such lines). A last line without its
     newline that is not a record is left out: training is appending it (a plot drawn while the
-    run trains) or a crash cut it off.
+    run trains) or a crash cut it off; so are blank lines at the end.
 
     Args:
         path: The file.
@@ -75,6 +75,8 @@ def read_metrics(path: str | Path) -> list[dict]:
     unfinished = lines.pop()  # after the last newline: b"" or a line still being written
     if unfinished.strip() and _is_record(unfinished):
         lines.append(unfinished)
+    while lines and not lines[-1].strip():  # blank lines at the end (an editor's) hold nothing
+        lines.pop()
     records = []
     fields = {field for _, _, panel_lines in PANELS for _, field, _ in panel_lines}
     for number, raw in enumerate(lines, start=1):
