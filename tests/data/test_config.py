@@ -36,7 +36,6 @@ def test_the_smallest_vocabulary_holds_the_four_special_tokens_and_a_character()
         (dict(spm_model_type="word"), r"spm_model_type \('word'\)"),
         # Blank: training failed later with "corpus file not found: .../data.en".
         (dict(train=""), r"^data\.train \(''\) is blank: give a corpus prefix such as multi"),
-        (dict(valid=" "), r"^data\.valid \(' '\) is blank: .* spec, or null for none$"),
         (dict(source_lang=""), r"^data\.source_lang is blank: give a language code such as en"),
         (dict(max_len=0), r"max_len \(0\) must be at least 1"),
         (dict(target_lang="en"), "source_lang and target_lang are both 'en'"),

@@ -62,14 +62,11 @@ class DataConfig:
         for name in ("source_lang", "target_lang"):
             if not getattr(self, name).strip():  # '' read corpus files named "train."
                 raise ValueError(f"data.{name} is blank: give a language code such as en")
-        for name in ("train", "valid", "test"):
-            value = getattr(self, name)
-            if value is not None and not value.strip():  # '' read TRANSFORMER_DATA_DIR.en
-                raise ValueError(
-                    f"data.{name} ({value!r}) is blank: give a corpus prefix such as "
-                    f"multi30k/{name} or an hf:NAME:CONFIG:SPLIT spec"
-                    + ("" if name == "train" else ", or null for none")
-                )
+        if not self.train.strip():  # '' read TRANSFORMER_DATA_DIR.en (a blank valid or test
+            raise ValueError(  # is none, as null)
+                f"data.train ({self.train!r}) is blank: give a corpus prefix such as "
+                "multi30k/train or an hf:NAME:CONFIG:SPLIT spec"
+            )
         if self.source_lang == self.target_lang:
             raise ValueError(f"source_lang and target_lang are both {self.source_lang!r}")
         if self.spm_model_type not in SPM_MODEL_TYPES:
