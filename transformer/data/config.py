@@ -62,8 +62,9 @@ class DataConfig:
         for name in ("source_lang", "target_lang"):
             if not getattr(self, name).strip():  # '' read corpus files named "train."
                 raise ValueError(f"data.{name} is blank: give a language code such as en")
-        if not self.train.strip():  # '' read TRANSFORMER_DATA_DIR.en (a blank valid or test
-            raise ValueError(  # is none, as null)
+        # A blank train read TRANSFORMER_DATA_DIR.en; a blank valid or test is none, as null.
+        if not self.train.strip():
+            raise ValueError(
                 f"data.train ({self.train!r}) is blank: give a corpus prefix such as "
                 "multi30k/train or an hf:NAME:CONFIG:SPLIT spec"
             )
