@@ -108,7 +108,8 @@ def test_a_run_directory_that_is_not_one(tmp_path, capsys, kind):
 def test_a_damaged_metrics_file_is_named_with_its_line(tmp_path, capsys):
     run = tmp_path / "run"
     run.mkdir()
-    (run / "metrics.jsonl").write_text('{"type": "train", "step": 1, "loss": 5.0}\n\n')
+    record = '{"type": "train", "step": 1, "loss": 5.0}\n'
+    (run / "metrics.jsonl").write_text(record + "\n" + record)  # a blank line between records
     assert main([str(run)]) == 1
     assert f"{run / 'metrics.jsonl'}: line 2 is empty" in one_line_error(capsys)
     assert not (run / "training_curves.png").exists()
