@@ -37,7 +37,7 @@ def test_the_commands_are_found_joined_and_stripped_of_comments():
     assert translate.text.endswith("[--linear-kernel torch]")  # the comment is gone
     assert translate.variants() == [
         translate.base,
-        f"{translate.base} --nbest 4 --max-tokens 4096 --linear-kernel torch",
+        f"{translate.base} --beam-size 4 --nbest 4 --max-tokens 4096 --linear-kernel torch",
     ]
     assert any(c.where.startswith("attention.md:") for c in BLOCK_COMMANDS)
     assert "python benchmarks/benchmark.py" in [c.text for c in PROSE_COMMANDS]
