@@ -143,8 +143,8 @@ def _job(argv: list[str] | None) -> int:
         problem = f"{empty[0]} is empty: name a {'file' if empty[0] == '--config' else 'folder'}"
     elif args.processes is not None and args.processes < 1:
         problem = f"--processes ({args.processes}) must be at least 1"
-    elif args.processes is not None and too_many_processes(args.processes):
-        problem = f"--processes ({args.processes}): {too_many_processes(args.processes)}"
+    elif args.processes is not None and (too_many := too_many_processes(args.processes)):
+        problem = f"--processes ({args.processes}): {too_many}"
     elif args.max_minutes is not None and not 0 < args.max_minutes < float("inf"):
         problem = f"--max-minutes ({args.max_minutes}) must be a positive number"
     try:
@@ -210,7 +210,6 @@ def _job(argv: list[str] | None) -> int:
     if problem:
         print(f"quickstart: error: {problem}", file=sys.stderr)
         return 2
-    args.config = os.path.abspath(args.config)  # the steps run in the repository, not here
     if note := validation_choice.capped_averages(args.average_last, config.train.keep_last):
         print(f"quickstart: note: {note}", flush=True)  # now, not after the hour of training
     # results/ is only written by the full, unmodified job; made now, a bad directory fails
