@@ -78,6 +78,19 @@ def test_output_elsewhere_and_in_another_format(run_dir, tmp_path):
     assert (tmp_path / "curves.svg").read_text(encoding="utf-8").lstrip().startswith("<?xml")
 
 
+def test_the_metrics_file_itself_draws_beside_it(run_dir, tmp_path, capsys):
+    """A copied metrics.jsonl (no run directory around it) is drawn into the same folder."""
+    pytest.importorskip("matplotlib")
+    copy = tmp_path / "copies" / "en-de.jsonl"
+    copy.parent.mkdir()
+    copy.write_bytes((run_dir / "metrics.jsonl").read_bytes())
+    assert main([str(copy)]) == 0
+    expected = sum(1 for _ in copy.open())
+    assert capsys.readouterr().out.strip() == (
+        f"wrote {tmp_path / 'copies' / 'training_curves.png'} ({expected} records of {copy})"
+    )
+
+
 def one_line_error(capsys) -> str:
     err = capsys.readouterr().err
     lines = err.splitlines()
@@ -98,7 +111,7 @@ def test_a_run_directory_that_is_not_one(tmp_path, capsys, kind):
     error = one_line_error(capsys)
     expected = {
         "missing": "no such run directory",
-        "file": "is not a directory",
+        "file": "is neither a directory nor a .jsonl file",
         "empty directory": "has no metrics.jsonl",
         "metrics directory": "metrics.jsonl is not a file",
     }

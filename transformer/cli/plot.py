@@ -1,8 +1,10 @@
 """`transformer-plot`: draw a run's training curves from its metrics.jsonl.
 
     transformer-plot checkpoints/multi30k_en-de [--output curves.png]
+    transformer-plot copies/metrics.jsonl   # the file itself: training_curves.png beside it
 
-Reads RUN_DIR/metrics.jsonl, written by transformer-train, and draws against the update step
+Reads RUN_DIR/metrics.jsonl, written by transformer-train (or the metrics file named instead of
+a run directory), and draws against the update step
 the training (and validation) loss, the validation BLEU, the learning rate and the target
 tokens per second, as the four panels of one image (`transformer.evaluate.training_curves`);
 a panel without data says so. The image goes to RUN_DIR/training_curves.png unless `--output`
@@ -39,7 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
         "from its metrics.jsonl.",
     )
     parser.add_argument(
-        "run_dir", type=file_name, metavar="RUN_DIR", help="run directory (train.output_dir)"
+        "run_dir",
+        type=file_name,
+        metavar="RUN_DIR",
+        help="run directory (train.output_dir), or a metrics.jsonl file itself",
     )
     parser.add_argument(
         "--output",
@@ -66,11 +71,17 @@ def main(argv: list[str] | None = None) -> int:
 def _plot(args: argparse.Namespace) -> None:
     """Check the paths, read the records and draw them."""
     run_dir = Path(args.run_dir)
-    if not run_dir.exists():
+    if run_dir.is_file() and run_dir.suffix == ".jsonl":  # the metrics file itself
+        run_dir, metrics = run_dir.parent, run_dir
+    elif not run_dir.exists():
         raise ValueError(f"{run_dir}: no such run directory")
-    if not run_dir.is_dir():
-        raise ValueError(f"{run_dir} is not a directory; give a run directory (train.output_dir)")
-    metrics = run_dir / "metrics.jsonl"
+    elif not run_dir.is_dir():
+        raise ValueError(
+            f"{run_dir} is neither a directory nor a .jsonl file; give a run directory "
+            "(train.output_dir) or its metrics.jsonl"
+        )
+    else:
+        metrics = run_dir / "metrics.jsonl"
     if metrics.exists() and not metrics.is_file():
         raise ValueError(f"{metrics} is not a file (training writes its records there)")
     if not metrics.is_file():
@@ -87,7 +98,7 @@ def _plot(args: argparse.Namespace) -> None:
         raise UsageError(f"--output {error}") from None
     check_output_path(output, [metrics], "--output")
     records = read_metrics(metrics)
-    draw_training_curves(records, output, title=str(run_dir))
+    draw_training_curves(records, output, title=str(args.run_dir))
     noun = "record" if len(records) == 1 else "records"
     print(f"wrote {output} ({len(records)} {noun} of {metrics})")
 
