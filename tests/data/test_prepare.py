@@ -87,6 +87,29 @@ def test_prepare_filters_counts_and_encodes(corpus, tmp_path):
     assert len(prepared.valid) == 50 and prepared.tokenizer.vocab_size == VOCAB
 
 
+def test_unk_pieces_are_counted_per_split(corpus, tmp_path):
+    """The log names how many pieces of each split are unk (characters outside the alphabet),
+    counted here with sentencepiece's own encoder over every line of the corpus."""
+    config, en, de = corpus
+    messages = []
+    prepare_data(config, tmp_path / "run", log=messages.append)
+    sp = processor(tmp_path / "run" / "spm.model")
+    valid_en, valid_de = read_lines(config.valid + ".en"), read_lines(config.valid + ".de")
+    for split, src, tgt in (("train", en, de), ("valid", valid_en, valid_de)):
+        counts = [sum(sp.encode(line).count(sp.unk_id()) for line in side) for side in (src, tgt)]
+        said = [m for m in messages if m.startswith(f"{split}: ") and "pieces are unk" in m]
+        if split == "train":
+            assert counts[1] >= 3  # the snowman and the two Chinese characters of line 40
+        if any(counts):
+            assert said == [
+                f"{split}: {counts[0]:,} source and {counts[1]:,} target pieces are unk "
+                "(characters outside the SentencePiece alphabet; data.spm_character_coverage "
+                f"{config.spm_character_coverage:g} leaves out the rarest)"
+            ]
+        else:
+            assert said == []
+
+
 def test_second_run_reuses_model_and_cache(corpus, tmp_path):
     config, _, _ = corpus
     first = prepare_data(config, tmp_path / "run", log=None)

@@ -24,7 +24,7 @@ from transformer.data.dataset import DropReport, ParallelDataset, filter_pairs, 
 from transformer.data.encoding import SIDES, collect_words, encode_chunks, encode_collected
 from transformer.data.stages import Stages
 from transformer.data.token_cache import ArrayWriter, cache_path, load_arrays, save_arrays
-from transformer.data.tokenizer import Tokenizer
+from transformer.data.tokenizer import UNK_ID, Tokenizer
 from transformer.data.vocabulary import model_paths, train_tokenizer
 
 CHUNK_PAIRS = 100_000
@@ -197,6 +197,8 @@ class Preparation:
             *kept["report"].tolist(), self.config.max_len, self.config.max_len_ratio
         )
         self.log(f"{split}: {report}")
+        if self.build:  # one process says it (a pass over the token ids: under a second for WMT)
+            self.log_unknown(split, tokens[0], tokens[2])
         if len(kept["line_numbers"]) == 0:
             raise ValueError(
                 f"{split} data {spec!r} is empty after filtering ({report}); check the files, "
@@ -206,6 +208,17 @@ class Preparation:
             *tokens, kept["line_numbers"], kept["src_lengths"], kept["tgt_lengths"]
         )
         return data, report
+
+    def log_unknown(self, split: str, src_tokens: np.ndarray, tgt_tokens: np.ndarray) -> None:
+        """Say how many pieces of a split are unk: characters outside the SentencePiece
+        alphabet, which the model can neither read nor write (none: nothing is said)."""
+        unknown = [int(np.count_nonzero(tokens == UNK_ID)) for tokens in (src_tokens, tgt_tokens)]
+        if any(unknown):
+            self.log(
+                f"{split}: {unknown[0]:,} source and {unknown[1]:,} target pieces are unk "
+                "(characters outside the SentencePiece alphabet; data.spm_character_coverage "
+                f"{self.config.spm_character_coverage:g} leaves out the rarest)"
+            )
 
     def bpe_dropout(self, data: ParallelDataset, fingerprint: str, tokenizer: Tokenizer):
         """The training pairs with BPE-dropout's segmentations (cached beside their ids)."""
