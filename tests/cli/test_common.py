@@ -210,6 +210,26 @@ def test_an_os_error_of_a_file_names_the_file_as_cat_does(tmp_path, capsys):
         assert capsys.readouterr().err.strip() == f"tool: error: {path}: {os.strerror(code)}"
 
 
+@pytest.mark.parametrize("rank", [None, "0", "1"])
+def test_under_torchrun_rank_0_alone_prints_a_usage_error_or_interrupted(monkeypatch, capsys, rank):
+    """Every process of a torchrun job finds the same mistake in the config, or is stopped by
+    the same Ctrl-C: one line, not one per process. Other failures stay each process's own."""
+    if rank is None:
+        monkeypatch.delenv("RANK", raising=False)
+    else:
+        monkeypatch.setenv("RANK", rank)
+        monkeypatch.setenv("WORLD_SIZE", "2")
+    cases = [(UsageError("c.yaml: unknown key"), 2, rank != "1")]
+    cases += [(KeyboardInterrupt(), 130, rank != "1"), (ValueError("bad data"), 1, True)]
+    for error, status, printed in cases:
+
+        def work(args, error=error):
+            raise error
+
+        assert run(_parser(), work, []) == status
+        assert (capsys.readouterr().err != "") == printed, (error, rank)
+
+
 def test_one_line():
     assert one_line("a\nb\r\nc") == "a b c"
 

@@ -46,3 +46,16 @@ def test_a_sigterm_to_a_two_process_job_says_each_thing_once(tmp_path, tiny_run)
     saved = f"SIGTERM: stopped after step {step}, {run_dir / 'checkpoint_last.pt'} written; "
     assert out.count("stopped after step") == 1
     assert saved + "rerun the same command to resume" in out
+
+
+def test_a_config_mistake_in_a_two_process_job_is_said_once(tmp_path, tiny_run):
+    """Each process printed the usage line and the error: rank 0 alone says it now."""
+    command = [sys.executable, "-m", "transformer.cli.torchrun", "--standalone"]
+    command += ["--nproc_per_node=2", "-m", "transformer.train"]
+    command += ["--config", str(TinyRun.config_path), "model.d_modl=64"]
+    env = dict(os.environ, TRANSFORMER_DATA_DIR=str(tiny_run.shared_data), OMP_NUM_THREADS="1")
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    errors = [line for line in done.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "d_modl" in errors[0], done.stderr[-2000:]
+    assert done.stderr.count("usage: transformer-train") == 1

@@ -12,7 +12,8 @@ Exit status of every command (`run`, which every `main` calls):
   outputs naming one file, a missing or invalid config file (`--config` is part of the
   command line), key or override, an unknown or absent `--device`. Printed as argparse
   prints its errors: the usage line, then one line `PROG: error: ...`. The commands raise
-  `UsageError` for these;
+  `UsageError` for these (under torchrun every process finds the same mistake; rank 0 alone
+  prints it, as it alone prints "interrupted");
 - 1 when the command could not do its work: a missing or unreadable input file, an output that
   cannot be written (its directory does not exist, say) or would overwrite an input, a bad
   checkpoint (or a `--checkpoint` directory without one), a failed download, a
@@ -41,6 +42,7 @@ import torch
 
 from transformer.data.corpus import decode_lines
 from transformer.device import resolve_device
+from transformer.train.distributed import launched_rank
 
 
 class UsageError(ValueError):
@@ -86,6 +88,8 @@ def run(
         status = work(args)
         sys.stdout.flush()  # what is still buffered: a full disk is reported here, not at exit
     except UsageError as error:
+        if launched_rank():  # under torchrun every process finds the same mistake: rank 0 says it
+            return 2
         parser.print_usage(sys.stderr)  # as parser.error() does, but returning the status
         print(f"{parser.prog}: error: {one_line(str(error))}", file=sys.stderr)
         return 2
@@ -103,7 +107,8 @@ def run(
         print(f"{parser.prog}: error: {text}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"{parser.prog}: interrupted", file=sys.stderr)
+        if not launched_rank():  # one line for a torchrun job too (its rank 0's)
+            print(f"{parser.prog}: interrupted", file=sys.stderr)
         return 128 + signal.SIGTERM if received else 130
     finally:
         sys.stdout = stdout

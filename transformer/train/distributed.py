@@ -60,6 +60,13 @@ class DistributedContext:
         return self.launched or self.world_size > 1
 
 
+def launched_rank() -> int | None:
+    """This process's rank in a torchrun job (its RANK and WORLD_SIZE variables), else None."""
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        return int(os.environ["RANK"])
+    return None
+
+
 def torchrun_context(device_setting: str) -> DistributedContext:
     """This process's place in a torchrun job, from the environment; no communication.
 
@@ -75,9 +82,9 @@ def torchrun_context(device_setting: str) -> DistributedContext:
             GPU index ("cuda:1"): every process would take that one GPU (NCCL then stops with
             "Duplicate GPU detected").
     """
-    launched = "RANK" in os.environ and "WORLD_SIZE" in os.environ
+    launched = launched_rank() is not None
     world_size = int(os.environ.get("WORLD_SIZE", "1")) if launched else 1
-    rank = int(os.environ.get("RANK", "0")) if launched else 0
+    rank = launched_rank() or 0
     local_rank = int(os.environ.get("LOCAL_RANK", "0")) if launched else 0
     named = resolve_device(device_setting, what="train.device")
     if world_size > 1 and named.type == "cuda" and named.index is not None:
