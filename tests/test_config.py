@@ -171,6 +171,23 @@ def test_an_override_that_is_not_yaml_names_the_override(override, problem):
     assert problem in message and "\n" not in message
 
 
+@pytest.mark.parametrize("override", ["data.cache_dir=~", "train.max_steps= ~ "])
+def test_a_bare_tilde_override_is_refused_not_read_as_null(override):
+    # YAML reads a bare ~ as null: data.cache_dir=~ would silently mean <output_dir>/cache.
+    assert yaml.safe_load(override.split("=", 1)[1]) is None
+    with pytest.raises(ValueError) as error:
+        config_from_dict({}, [override])
+    message = str(error.value)
+    assert message.startswith(f"command-line override '{override}': a bare ~ is YAML's null")
+    assert "=null for the default" in message and "\n" not in message
+
+
+def test_a_folder_under_home_and_null_still_work_as_overrides():
+    config = config_from_dict({}, ["data.cache_dir=~/encoded"])
+    assert config.data.cache_dir == "~/encoded"
+    assert config_from_dict({}, ["data.cache_dir=null"]).data.cache_dir is None
+
+
 def test_bad_yaml_is_named_in_one_line_with_its_place(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("train:\n  max_steps: [1\n")

@@ -105,13 +105,19 @@ def _parse_override(text: str) -> tuple[str, str, object]:
     """Split `section.key=value` into its parts, parsing the value as YAML.
 
     Raises:
-        ValueError: naming the override, for one without `section.key=` or whose value is
-            not valid YAML (`train.max_steps=[1`).
+        ValueError: naming the override, for one without `section.key=`, whose value is not
+            valid YAML (`train.max_steps=[1`), or is a bare `~`: YAML's null, which a user
+            who types `data.cache_dir=~` (the shell leaves it as it is) does not mean.
     """
     if "=" not in text or "." not in text.split("=", 1)[0]:
         raise ValueError(f"command-line override {text!r} must look like section.key=value")
     dotted, raw = text.split("=", 1)
     section, key = dotted.split(".", 1)
+    if raw.strip() == "~":
+        raise ValueError(
+            f"command-line override {text!r}: a bare ~ is YAML's null, not the home folder: "
+            f"write {dotted}=null for the default, or a folder such as {dotted}=~/name"
+        )
     try:
         value = yaml.safe_load(raw) if raw.strip() else raw  # YAML reads blanks as null
     except yaml.YAMLError as error:
