@@ -49,6 +49,7 @@ from transformer.data.tokenizer import usable_cores  # noqa: E402
 from transformer.train.metrics_log import MetricsLog  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
+CHECKPOINTS = REPO / "checkpoints"  # run directories, unless --run-dir names one
 
 
 def torch_sees_a_gpu() -> bool:
@@ -176,7 +177,7 @@ def _job(argv: list[str] | None) -> int:
         key += "" if args.processes is None else f" processes={args.processes}"
         key += f" {sorted(args.average_last)} {sorted(args.beam_sizes)}"
         name += f"-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
-    run_dir = Path(args.run_dir or REPO / "checkpoints" / name).resolve()
+    run_dir = Path(args.run_dir or CHECKPOINTS / name).resolve()
     if changed:
         print(f"quickstart: a changed job: run directory {run_dir}; results/ is left alone")
     overrides = [

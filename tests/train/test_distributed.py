@@ -141,9 +141,10 @@ class _FailsOnRank1:
         all_reduce_sum(torch.ones(1), self.context)
 
 
-def _train_command(rank: int, world: int, port: int, config: str, results) -> None:
-    """One process of a gloo job running `transformer-train` with `_FailsOnRank1`; reports
-    its exit status, or the name of the exception that escaped `main`."""
+def _train_command(rank: int, world: int, port: int, config: str, output_dir: str, results):
+    """One process of a gloo job running `transformer-train` with `_FailsOnRank1` (its data
+    prepared in `output_dir`, not in the config's folder under the repository); reports its
+    exit status, or the name of the exception that escaped `main`."""
     import os
 
     from transformer.cli import train
@@ -158,20 +159,22 @@ def _train_command(rank: int, world: int, port: int, config: str, results) -> No
     torch.set_num_threads(1)
     train.Trainer = _FailsOnRank1
     try:
-        status = train.main(["--config", config, "train.device=cpu"])
+        status = train.main(
+            ["--config", config, "train.device=cpu", f"train.output_dir={output_dir}"]
+        )
     except BaseException as error:  # noqa: B036 - what the process would exit with
         status = type(error).__name__
     results.put((rank, status))
 
 
-def test_an_error_on_one_process_ends_every_process_of_the_job_at_once(tiny_run):
+def test_an_error_on_one_process_ends_every_process_of_the_job_at_once(tmp_path, tiny_run):
     """Before the fix, rank 1 waited in the closing barrier of `shutdown` for rank 0, itself
     waiting in an all-reduce for rank 1: the job hung until gloo's 30-minute timeout. Now
     rank 1 leaves without a barrier, and rank 0's all-reduce fails on the closed connection."""
     world, port = 2, _free_port()
     spawn = mp.get_context("spawn")
     results = spawn.Queue()
-    args = (world, port, str(tiny_run.config_path), results)
+    args = (world, port, str(tiny_run.config_path), str(tmp_path / "run"), results)
     job = mp.start_processes(
         _train_command, args=args, nprocs=world, join=False, start_method="spawn"
     )
