@@ -179,7 +179,9 @@ def test_a_bare_tilde_override_is_refused_not_read_as_null(override):
         config_from_dict({}, [override])
     message = str(error.value)
     assert message.startswith(f"command-line override '{override}': a bare ~ is YAML's null")
-    assert "=null for the default" in message and "\n" not in message
+    # null means each key's own thing (a default folder, no limit): the line does not guess
+    dotted = override.split("=", 1)[0]
+    assert f"write {dotted}=null where null is meant" in message and "\n" not in message
 
 
 def test_a_folder_under_home_and_null_still_work_as_overrides():

@@ -116,7 +116,7 @@ def _parse_override(text: str) -> tuple[str, str, object]:
     if raw.strip() == "~":
         raise ValueError(
             f"command-line override {text!r}: a bare ~ is YAML's null, not the home folder: "
-            f"write {dotted}=null for the default, or a folder such as {dotted}=~/name"
+            f"write {dotted}=null where null is meant, or a folder such as {dotted}=~/name"
         )
     try:
         value = yaml.safe_load(raw) if raw.strip() else raw  # YAML reads blanks as null
