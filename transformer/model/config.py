@@ -34,6 +34,9 @@ class ModelConfig:
             positional encodings (section 5.4).
         attention_dropout: Dropout on attention weights (0 in the paper).
         activation_dropout: Dropout after the ReLU of the feed-forward network (0 in the paper).
+        src_word_dropout: Probability of dropping a whole source token's embedding in
+            training (word dropout, Sennrich et al., 2016; 0 in the paper).
+        tgt_word_dropout: The same for the decoder's input tokens (the shifted target).
         norm_first: Pre-norm (LayerNorm before each sub-layer, final LayerNorm per stack)
             instead of the paper's post-norm.
         share_embeddings: Tie source embedding, target embedding and output projection.
@@ -59,6 +62,8 @@ class ModelConfig:
     dropout: float = 0.1
     attention_dropout: float = 0.0
     activation_dropout: float = 0.0
+    src_word_dropout: float = 0.0
+    tgt_word_dropout: float = 0.0
     norm_first: bool = False
     share_embeddings: bool = True
     max_positions: int = 1024
@@ -83,7 +88,8 @@ class ModelConfig:
             )
         if not (math.isfinite(self.layer_norm_eps) and self.layer_norm_eps > 0):
             raise ValueError(f"layer_norm_eps ({self.layer_norm_eps}) must be a finite number > 0")
-        for name in ("dropout", "attention_dropout", "activation_dropout"):
+        dropouts = ("dropout", "attention_dropout", "activation_dropout")
+        for name in (*dropouts, "src_word_dropout", "tgt_word_dropout"):
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ValueError(f"{name} ({value}) must be in [0, 1)")

@@ -12,6 +12,7 @@ from transformer.model.embeddings import TokenEmbedding
 from transformer.model.encoder import Encoder
 from transformer.model.masking import padding_mask
 from transformer.model.positional_encoding import PositionalEncoding
+from transformer.model.word_dropout import WordDropout
 
 
 class Transformer(nn.Module):
@@ -22,7 +23,9 @@ class Transformer(nn.Module):
     With `share_embeddings` (a shared source-target vocabulary, section 3.4) the source
     embedding, the target embedding and the pre-softmax projection are one matrix; otherwise
     the target embedding and the projection are tied and the source has its own embedding.
-    Linear layers use Xavier-uniform initialisation with zero biases.
+    Linear layers use Xavier-uniform initialisation with zero biases. Optional word dropout
+    (`src_word_dropout`, `tgt_word_dropout`; not in the paper) zeroes whole token embeddings
+    in training, before the positional encodings are added (`WordDropout`).
 
     The model offers `encode` and `decode` (with an optional incremental `DecoderCache`);
     search algorithms live in `transformer.decode`.
@@ -44,6 +47,8 @@ class Transformer(nn.Module):
             self.tgt_embed = self.src_embed
         else:
             self.tgt_embed = TokenEmbedding(config.target_vocab_size, config.d_model, config.pad_id)
+        self.src_word_dropout = WordDropout(config.src_word_dropout)
+        self.tgt_word_dropout = WordDropout(config.tgt_word_dropout)
         self.positional_encoding = PositionalEncoding(
             config.d_model, config.dropout, config.max_positions
         )
@@ -79,7 +84,8 @@ class Transformer(nn.Module):
         """
         if src_key_padding_mask is None:
             src_key_padding_mask = padding_mask(src, self.config.pad_id)
-        x = self.positional_encoding(self.src_embed(src))  # (B, S) -> (B, S, D)
+        x = self.src_word_dropout(self.src_embed(src))  # (B, S) -> (B, S, D)
+        x = self.positional_encoding(x)
         return self.encoder(x, src_key_padding_mask)
 
     def init_cache(self, memory: torch.Tensor) -> DecoderCache:
@@ -124,7 +130,8 @@ class Transformer(nn.Module):
         if cache is not None and tgt_key_padding_mask is not None:
             raise ValueError("tgt_key_padding_mask is not supported with a decoder cache")
         offset = 0 if cache is None else cache.length
-        x = self.positional_encoding(self.tgt_embed(tgt_in), offset)  # (B, T) -> (B, T, D)
+        x = self.tgt_word_dropout(self.tgt_embed(tgt_in))  # (B, T) -> (B, T, D)
+        x = self.positional_encoding(x, offset)
         x = self.decoder(x, memory, tgt_key_padding_mask, memory_key_padding_mask, cache)
         return self.output_projection(x)  # (B, T, D) -> (B, T, V)
 
