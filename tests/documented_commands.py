@@ -73,6 +73,10 @@ WRITES = {
         "avg.newstest2014.hyp.de",
         "avg.newstest2014.json",
     ],
+    r"^transformer-evaluate --checkpoint a\.pt b\.pt ": [
+        "a.ensemble2.test.hyp.de",
+        "a.ensemble2.test.json",
+    ],
 }
 OUTPUT_OPTIONS = ("--output", "--json", "--hyp-out")
 PROGRAMS = {"python", "make", "pip", "pytest", "torchrun", "echo", "bash", "tensorboard"}

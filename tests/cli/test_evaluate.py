@@ -281,3 +281,42 @@ def test_a_missing_checkpoint_is_named_before_the_outputs_named_after_it(tmp_pat
     assert main([*argv, "--ref", str(tmp_path / "ref.de")]) == 1
     (line,) = capsys.readouterr().err.splitlines()
     assert line == f"transformer-evaluate: error: checkpoint not found: {missing}"
+
+
+def test_several_checkpoints_decode_as_the_ensemble_transformer_translate_builds(
+    translation_model,
+    synthetic_tokenizer,
+    tmp_path,
+    capsys,
+    synthetic_sentences,
+    write_checkpoint,
+    make_search_model,
+):
+    first = write_checkpoint(tmp_path / "a.pt", translation_model, synthetic_tokenizer)
+    other = make_search_model(synthetic_tokenizer.vocab_size, seed=5)
+    second = write_checkpoint(tmp_path / "b.pt", other, synthetic_tokenizer)
+    sources = synthetic_sentences(5, seed=30)
+    src = write_lines(tmp_path / "test.en", sources)
+    ref = write_lines(tmp_path / "test.de", synthetic_sentences(5, seed=31))
+    args = ["--src", str(src), "--ref", str(ref), "--beam-size", "2", "--max-len-b", "8"]
+
+    missing = tmp_path / "missing.pt"
+    assert main(["--checkpoint", str(first), str(missing), *args]) == 1
+    assert (
+        capsys.readouterr().err == f"transformer-evaluate: error: checkpoint not found: {missing}\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.pt", "b.pt", "test.de", "test.en"]
+
+    assert main(["--checkpoint", str(first), str(second), *args]) == 0
+    expected = Translator.from_checkpoints([first, second]).translate(
+        sources, beam_size=2, max_len_b=8
+    )
+    alone = Translator.from_checkpoint(first).translate(sources, beam_size=2, max_len_b=8)
+    assert expected != alone  # the second member changes the search
+    hyp_file = tmp_path / "a.ensemble2.test.hyp.de"  # next to the first member
+    assert hyp_file.read_text(encoding="utf-8") == "".join(h + "\n" for h in expected)
+    report = json.loads((tmp_path / "a.ensemble2.test.json").read_text())
+    assert report["checkpoints"] == [str(first), str(second)] and "checkpoint" not in report
+    assert report["scores"]["bleu"] == pytest.approx(
+        sacrebleu.corpus_bleu(expected, [ref.read_text().splitlines()]).score
+    )

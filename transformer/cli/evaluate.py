@@ -4,6 +4,8 @@
     transformer-evaluate --checkpoint ckpt.pt --src newstest2014.en --ref newstest2014.de
     # a sacreBLEU test set, downloaded by sacreBLEU (needs network access the first time)
     transformer-evaluate --checkpoint ckpt.pt --test-set wmt14/full --langpair en-de
+    # an ensemble of checkpoints (their mean probability, as transformer-translate decodes it)
+    transformer-evaluate --checkpoint a.pt b.pt --src test.en --ref test.de
     # score an existing hypothesis file, no checkpoint needed
     transformer-evaluate --hyp hyp.de --ref newstest2014.de
     # sampled translations, as transformer-translate samples them with the same options
@@ -13,10 +15,12 @@ Prints three labelled scores (see `transformer.evaluate.bleu`): sacreBLEU BLEU a
 signatures, and the tokenized BLEU with compound splitting that the paper's 27.3 / 28.4 measure.
 Writes the detokenized hypotheses and a JSON file with every score, the signatures and the
 decoding settings: by default next to the checkpoint as `<checkpoint>.<test>.hyp.<lang>` (the
-checkpoint's `data.target_lang`, e.g. `avg.newstest2014.hyp.de`) and `<checkpoint>.<test>.json`;
+checkpoint's `data.target_lang`, e.g. `avg.newstest2014.hyp.de`) and `<checkpoint>.<test>.json`
+(an ensemble of N: `<first checkpoint>.ensembleN.<test>...`, next to the first);
 `--output-dir` (created when missing), `--hyp-out` and `--json` (whose directories must exist)
 choose other places. Both are written atomically (`transformer.atomic`). `--checkpoint` may name
-a run directory: its `checkpoint_best.pt`, else `checkpoint_last.pt` (named on stderr).
+a run directory: its `checkpoint_best.pt`, else `checkpoint_last.pt` (named on stderr); several
+checkpoints decode as an ensemble (`transformer.decode.ensemble`; one vocabulary).
 The decoding options are transformer-translate's (`transformer.cli.decode_options`): the same
 options give the same hypotheses, sampled ones included (`--sampling`; without `--seed` a seed
 is drawn at random and written in the JSON, so that the same samples can be drawn again).
@@ -89,8 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--checkpoint",
         type=file_name,
+        nargs="+",
         help="checkpoint to translate with, or a run directory (its checkpoint_best.pt, "
-        "else checkpoint_last.pt)",
+        "else checkpoint_last.pt); several: an ensemble",
     )
     parser.add_argument("--src", type=file_name, help="source file, one sentence a line")
     parser.add_argument(
@@ -135,19 +140,22 @@ def _check_arguments(args: argparse.Namespace) -> None:
 
 
 def _output_paths(
-    args: argparse.Namespace, checkpoint: Path | None, test_name: str, target_lang: str | None
+    args: argparse.Namespace, checkpoints: list[Path], test_name: str, target_lang: str | None
 ) -> tuple[Path | None, Path | None]:
     """Where the hypotheses and the JSON go (None: not written, or not known yet).
 
-    The default hypothesis file, `<dir>/<checkpoint>.<test>.hyp.<target_lang>`, needs the
-    checkpoint's target language: None before the checkpoint is loaded.
+    The default hypothesis file, `<dir>/<checkpoint>.<test>.hyp.<target_lang>` (an ensemble
+    of N: `<first checkpoint>.ensembleN.<test>...`), needs the checkpoint's target language:
+    None before the checkpoint is loaded.
     """
     if args.hyp:
         directory = Path(args.output_dir) if args.output_dir else None
         stem = f"{Path(args.hyp).name}"
     else:
-        directory = Path(args.output_dir) if args.output_dir else checkpoint.parent
-        stem = f"{checkpoint.stem}.{test_name}"
+        first = checkpoints[0]
+        directory = Path(args.output_dir) if args.output_dir else first.parent
+        ensemble = f".ensemble{len(checkpoints)}" if len(checkpoints) > 1 else ""
+        stem = f"{first.stem}{ensemble}.{test_name}"
     hyp_out = Path(args.hyp_out) if args.hyp_out else None
     json_out = Path(args.json) if args.json else None
     if directory is not None:
@@ -177,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         `--greedy` with `--sampling` or `--beam-size`, a sampling option without it, an
         unknown `--device`);
         1 after a one-line error when the work cannot be done (missing or mismatched files,
-        a bad checkpoint or a `--checkpoint` directory without one, an unreachable sacreBLEU
+        a bad checkpoint or a `--checkpoint` directory without one, ensemble members with
+        different vocabularies, an unreachable sacreBLEU
         test set, an output that would overwrite an input or whose directory does not exist).
     """
     return run(build_parser(), _evaluate, argv)
@@ -188,9 +197,10 @@ def _evaluate(args: argparse.Namespace) -> None:
     _check_arguments(args)
     decoding_config(args)  # the decoding options alone, before anything is read
     device = device_option(args.device) if not args.hyp else None
-    checkpoint = checkpoint_file(args.checkpoint, PROG) if args.checkpoint else None
-    if checkpoint is not None and not checkpoint.is_file():  # before the outputs named after it
-        raise FileNotFoundError(f"checkpoint not found: {checkpoint}")
+    checkpoints = [checkpoint_file(path, PROG) for path in args.checkpoint or []]
+    for checkpoint in checkpoints:  # before the outputs named after the first
+        if not checkpoint.is_file():
+            raise FileNotFoundError(f"checkpoint not found: {checkpoint}")
     if args.test_set:
         src_path, ref_paths = fetch_test_set(args.test_set, args.langpair)
         test_name = f"{args.test_set.replace('/', '_')}.{args.langpair}"
@@ -198,8 +208,8 @@ def _evaluate(args: argparse.Namespace) -> None:
         src_path = Path(args.src) if args.src else None
         ref_paths = [Path(args.ref)]
         test_name = src_path.stem if src_path else Path(args.ref).stem
-    inputs = [args.hyp, checkpoint, src_path, *ref_paths]
-    hyp_out, json_out = _output_paths(args, checkpoint, test_name, target_lang=None)
+    inputs = [args.hyp, *checkpoints, src_path, *ref_paths]
+    hyp_out, json_out = _output_paths(args, checkpoints, test_name, target_lang=None)
     _check_outputs(args, [(hyp_out, "--hyp-out"), (json_out, "--json")], inputs)
     refs = {path: read_lines(path) for path in ref_paths}
     target_lang = _target_lang(args, ref_paths)
@@ -216,12 +226,17 @@ def _evaluate(args: argparse.Namespace) -> None:
 
         src_lines = read_lines(src_path)
         check_line_counts(src_path, src_lines, refs)
-        translator = Translator.from_checkpoint(
-            checkpoint, device=device, linear_kernel=args.linear_kernel
-        )
+        if len(checkpoints) > 1:
+            translator = Translator.from_checkpoints(
+                checkpoints, device=device, linear_kernel=args.linear_kernel
+            )
+        else:
+            translator = Translator.from_checkpoint(
+                checkpoints[0], device=device, linear_kernel=args.linear_kernel
+            )
         # The default hypothesis file is named after the language the checkpoint produces.
         hyp_out, json_out = _output_paths(
-            args, checkpoint, test_name, translator.config.data.target_lang
+            args, checkpoints, test_name, translator.config.data.target_lang
         )
         _check_outputs(args, [(hyp_out, "--hyp-out"), (json_out, "--json")], inputs)
         decode = decoding_config(args, translator.config.decode)
@@ -233,8 +248,11 @@ def _evaluate(args: argparse.Namespace) -> None:
         hyps = translator.translate(src_lines, progress=True, **settings)
         seconds = time.perf_counter() - start
         hyps = [one_line(h) for h in hyps]
+        if len(checkpoints) > 1:
+            report["checkpoints"] = [str(path) for path in checkpoints]
+        else:
+            report["checkpoint"] = str(checkpoints[0])
         report.update(
-            checkpoint=str(checkpoint),
             src=str(src_path),
             decoding=dict(settings, device=str(device)),
             translation_seconds=round(seconds, 3),
