@@ -137,24 +137,32 @@ def test_a_pair_sampled_against_the_filters_rules_keeps_its_deterministic_ids(pr
     are sampled as without the rule."""
     _, data, _ = prepared
     train = data.train
-    src_len, tgt_len = train.src_lengths.astype(int), train.tgt_lengths.astype(int)
-    max_len = int(max(src_len.max(), tgt_len.max()))
-    ratio = float(
-        (np.maximum(src_len, tgt_len) / np.maximum(np.minimum(src_len, tgt_len), 1)).max()
-    )
-    limits = (
-        dict(max_len=max_len) if rule == "max_len" else dict(max_len=10**6, max_len_ratio=ratio)
-    )
-    bounded = BPEDropoutDataset(train, train.segmentations, **limits).for_epoch(1, 1)
     free = BPEDropoutDataset(train, train.segmentations, 10**6).for_epoch(1, 1)
+    # The limit: just below the largest value a pair whose sample differs from its
+    # deterministic ids takes, so that such a pair breaks it whatever SentencePiece drew (its
+    # sampling cannot be seeded) and keeping the deterministic ids is seen.
+    lengths = np.array([[len(ids) for ids in free[i]] for i in range(len(train))])
+    longest, shortest = lengths.max(axis=1), np.maximum(lengths.min(axis=1), 1)
+    key = longest if rule == "max_len" else longest / shortest
+    differs = np.array([_as_lists(free[i]) != _as_lists(train[i]) for i in range(len(train))])
+    limit = key[key < key[differs].max()].max()
+    max_len = int(limit) if rule == "max_len" else 10**6
+    limits = dict(max_len=max_len)
+    if rule == "max_len_ratio":
+        limits["max_len_ratio"] = float(limit)
+    bounded = BPEDropoutDataset(train, train.segmentations, **limits).for_epoch(1, 1)
     broken = 0
     for i in range(len(train)):
         s, t = (len(ids) for ids in free[i])
-        breaks = max(s, t) > max_len if rule == "max_len" else max(s, t) / max(min(s, t), 1) > ratio
+        breaks = max(s, t) > max_len if rule == "max_len" else max(s, t) / max(min(s, t), 1) > limit
         broken += breaks
         expected = train[i] if breaks else free[i]
         assert [ids.tolist() for ids in bounded[i]] == [ids.tolist() for ids in expected], i
     assert 0 < broken < len(train) / 2  # the rule was used, and most pairs are sampled
+
+
+def _as_lists(pair) -> list[list[int]]:
+    return [ids.tolist() for ids in pair]
 
 
 def test_each_side_is_sampled_with_its_own_model(prepared, tmp_path):
