@@ -320,3 +320,36 @@ def test_several_checkpoints_decode_as_the_ensemble_transformer_translate_builds
     assert report["scores"]["bleu"] == pytest.approx(
         sacrebleu.corpus_bleu(expected, [ref.read_text().splitlines()]).score
     )
+
+
+def test_checkpoint_given_twice_is_one_ensemble_and_members_must_translate_one_way(
+    translation_model,
+    synthetic_tokenizer,
+    tmp_path,
+    capsys,
+    synthetic_sentences,
+    write_checkpoint,
+    make_search_model,
+):
+    """`--checkpoint a --checkpoint b` kept only b; an EN->DE and a DE->EN model with one
+    joint vocabulary decoded together (#17, bad-input pass)."""
+    first = write_checkpoint(tmp_path / "a.pt", translation_model, synthetic_tokenizer)
+    other = make_search_model(synthetic_tokenizer.vocab_size, seed=5)
+    second = write_checkpoint(tmp_path / "b.pt", other, synthetic_tokenizer)
+    src = write_lines(tmp_path / "test.en", synthetic_sentences(3, seed=32))
+    ref = write_lines(tmp_path / "test.de", synthetic_sentences(3, seed=33))
+    args = ["--src", str(src), "--ref", str(ref), "--beam-size", "2", "--max-len-b", "6"]
+    assert main(["--checkpoint", str(first), "--checkpoint", str(second), *args]) == 0
+    report = json.loads((tmp_path / "a.ensemble2.test.json").read_text())
+    assert report["checkpoints"] == [str(first), str(second)]
+
+    reverse = Config(model=other.config, data=DataConfig(source_lang="de", target_lang="en"))
+    backwards = write_checkpoint(
+        tmp_path / "r.pt", other, synthetic_tokenizer, config=config_to_dict(reverse)
+    )
+    capsys.readouterr()
+    assert main(["--checkpoint", str(first), str(backwards), *args]) == 1
+    assert capsys.readouterr().err == (
+        f"transformer-evaluate: error: {backwards} translates de->en, not en->de as {first} "
+        "does: an ensemble's members translate one way\n"
+    )

@@ -7,8 +7,11 @@ References: teacher-forced log-probabilities of one full forward per pair (the
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
+import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -117,6 +120,41 @@ def test_errors_are_one_line(
     assert "does not share the vocabulary" in error
     assert main(base + ["--tgt", str(tgt), "--output", str(src)]) == 1
     assert "also an input" in capsys.readouterr().err
+
+
+def test_pipes_score_as_their_files_and_a_short_pipe_is_named(checkpoint, pair, tmp_path, capsys):
+    """`--tgt <(head -5 ref.de)`: counting a pipe's lines read it, so scoring found it empty
+    ("zip() argument 2 is shorter than argument 1"; #17, bad-input pass)."""
+    src, tgt, _, targets = pair
+    base = ["--checkpoint", str(checkpoint), "--src", str(src)]
+    assert main(base + ["--tgt", str(tgt)]) == 0
+    from_files = capsys.readouterr().out
+
+    def through_pipe(name: str, lines: list[str]) -> Path:
+        pipe = tmp_path / name
+        os.mkfifo(pipe)
+        text = "".join(line + "\n" for line in lines)
+        threading.Thread(target=pipe.write_text, args=(text,), daemon=True).start()
+        return pipe
+
+    def within_a_minute(argv: list[str]) -> int:  # a pipe read twice blocks its second open
+        status = []
+        runner = threading.Thread(target=lambda: status.append(main(argv)), daemon=True)
+        runner.start()
+        runner.join(60)
+        assert status, "transformer-score hung on a pipe"
+        return status[0]
+
+    assert within_a_minute(base + ["--tgt", str(through_pipe("all.de", targets))]) == 0
+    assert capsys.readouterr().out == from_files
+    short = through_pipe("short.de", targets[:5])
+    output = ["--output", str(tmp_path / "scores.tsv")]
+    assert within_a_minute(base + ["--tgt", str(short), *output]) == 1
+    assert capsys.readouterr().err == (
+        f"transformer-score: error: line count mismatch: {short} ends after 5 lines but {src} "
+        "has more; they must correspond line by line\n"
+    )
+    assert not (tmp_path / "scores.tsv").exists()  # nothing half-written
 
 
 def test_runs_as_a_module_and_as_a_console_script():

@@ -83,9 +83,24 @@ def test_different_vocabulary_or_model_config_names_both_files(
     save_checkpoint(state, tmp_path / "c.pt")
     with pytest.raises(ValueError, match=r"c\.pt and .*a\.pt have a different target"):
         average_checkpoints([a, tmp_path / "c.pt"])
-    dropout = write_filled_checkpoint(tmp_path / "d.pt", 1.0, 3, model_overrides={"dropout": 0.3})
-    with pytest.raises(ValueError, match=r"d\.pt and .*a\.pt have a different model config"):
-        average_checkpoints([a, dropout])
+    eps = write_filled_checkpoint(
+        tmp_path / "d.pt", 1.0, 3, model_overrides={"layer_norm_eps": 1e-6}
+    )  # the same weights' shapes, another function
+    message = r"d\.pt and .*a\.pt have a different model config \(model_config\): "
+    with pytest.raises(ValueError, match=message + r"layer_norm_eps 1e-06 against 1e-05;"):
+        average_checkpoints([a, eps])
+
+
+def test_dropouts_act_only_in_training_so_their_checkpoints_average(
+    tmp_path, write_filled_checkpoint
+):
+    """A run resumed with another dropout or word dropout (#17, bad-input pass) was refused."""
+    a = write_filled_checkpoint(tmp_path / "a.pt", 1.0, 1)
+    changed = {"dropout": 0.3, "src_word_dropout": 0.1, "tgt_word_dropout": 0.2}
+    b = write_filled_checkpoint(tmp_path / "b.pt", 3.0, 2, model_overrides=changed)
+    averaged = average_checkpoints([a, b])
+    assert all(torch.all(v == 2.0) for v in floating(averaged["model"]))
+    assert averaged["model_config"]["src_word_dropout"] == 0.1  # the newest input's config
 
 
 def test_kernel_choices_and_keys_from_older_versions_still_average(

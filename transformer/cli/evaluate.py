@@ -94,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--checkpoint",
         type=file_name,
         nargs="+",
+        action="extend",  # `--checkpoint a.pt --checkpoint b.pt`: both, an ensemble
         help="checkpoint to translate with, or a run directory (its checkpoint_best.pt, "
         "else checkpoint_last.pt); several: an ensemble",
     )

@@ -25,9 +25,11 @@ interrupted).
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
+from pathlib import Path
 
 from transformer.atomic import atomic_write
 from transformer.cli.common import (
@@ -56,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--checkpoint",
         required=True,
         nargs="+",
+        action="extend",  # `--checkpoint a.pt --checkpoint b.pt`: both, an ensemble
         type=file_name,
         help="checkpoint file(s) or run directories; several score as an ensemble",
     )
@@ -93,8 +96,11 @@ def _score(args: argparse.Namespace) -> None:
     to_stdout = args.output in (None, "-")
     if not to_stdout:
         check_output_path(args.output, [args.src, args.tgt, *checkpoints], "--output")
-    lengths = {path: count_lines(path) for path in (args.src, args.tgt)}  # missing: OSError
-    if lengths[args.src] != lengths[args.tgt]:
+    # Regular files are counted first (missing: OSError); a pipe can be read only once, so
+    # its end is found while scoring (`_numbered`).
+    regular = all(Path(path).is_file() for path in (args.src, args.tgt))
+    lengths = {path: count_lines(path) for path in (args.src, args.tgt) if regular}
+    if regular and lengths[args.src] != lengths[args.tgt]:
         raise ValueError(
             f"line count mismatch: {args.src} has {lengths[args.src]} lines but {args.tgt} has "
             f"{lengths[args.tgt]}; they must correspond line by line"
@@ -134,12 +140,30 @@ def _score(args: argparse.Namespace) -> None:
 
 
 def _numbered(sources: Iterator[str], tgt, args) -> Iterator[tuple[int, list[tuple[str, str]]]]:
-    """(first line number, pairs) chunks of the two files, read in step."""
+    """(first line number, pairs) chunks of the two files, read in step.
+
+    Raises:
+        ValueError: naming both files, when one ends before the other (pipes are not counted
+            beforehand).
+    """
     targets = read_lines_lazily(tgt, args.tgt)
     first = 1
-    for chunk in chunks(zip(sources, targets, strict=True), args.buffer_size):
+    for chunk in chunks(_in_step(sources, targets, args), args.buffer_size):
         yield first, chunk
         first += len(chunk)
+
+
+def _in_step(sources: Iterator[str], targets: Iterator[str], args) -> Iterator[tuple[str, str]]:
+    """The pairs of the two files; ValueError naming both when one ends first."""
+    pairs = itertools.zip_longest(sources, targets)
+    for line, (source, target) in enumerate(pairs, start=1):
+        if source is None or target is None:
+            ended, other = (args.src, args.tgt) if source is None else (args.tgt, args.src)
+            raise ValueError(
+                f"line count mismatch: {ended} ends after {line - 1} lines but {other} has "
+                "more; they must correspond line by line"
+            )
+        yield source, target
 
 
 if __name__ == "__main__":

@@ -87,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--checkpoint",
         required=True,
         nargs="+",
+        action="extend",  # `--checkpoint a.pt --checkpoint b.pt`: both, an ensemble
         type=file_name,
         help="checkpoint file (.pt), or a run directory (its checkpoint_best.pt, else _last); "
         "several: an ensemble",

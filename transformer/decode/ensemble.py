@@ -97,7 +97,8 @@ def load_ensemble(paths: Sequence[str | Path], device: str | torch.device = "cpu
     Raises:
         FileNotFoundError, ValueError: a missing or invalid checkpoint, naming it; ValueError
             also for an empty list, or a checkpoint whose vocabulary (SentencePiece models,
-            sizes, special ids) differs from the first one's, naming both files.
+            sizes, special ids) or direction (data.source_lang, data.target_lang) differs
+            from the first one's, naming both files.
     """
     from transformer.checkpoint import load_checkpoint
 
@@ -116,6 +117,13 @@ def load_ensemble(paths: Sequence[str | Path], device: str | torch.device = "cpu
             raise ValueError(
                 f"{name} does not share the vocabulary of {names[0]}: "
                 "their SentencePiece models differ"
+            )
+        pair = (its_config.data.source_lang, its_config.data.target_lang)
+        first_pair = (config.data.source_lang, config.data.target_lang)
+        if pair != first_pair:
+            raise ValueError(
+                f"{name} translates {'->'.join(pair)}, not {'->'.join(first_pair)} as "
+                f"{names[0]} does: an ensemble's members translate one way"
             )
         models.append(model)
     check_vocabularies(models, names)

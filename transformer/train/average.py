@@ -111,19 +111,27 @@ SAME_RUN_ENTRIES = {
 }
 
 
-# ModelConfig fields that choose how the same function is computed, not what the weights mean:
-# a run may change them on resume, and its checkpoints still average (with the keys that older
-# versions stored, `RETIRED_KEYS`).
+# ModelConfig fields that choose how the same function is computed, or act only in training
+# (the dropouts), not what the weights mean: a run may change them on resume, and its
+# checkpoints still average (with the keys that older versions stored, `RETIRED_KEYS`).
 KERNEL_FIELDS = ("attention_kernel", *RETIRED_KEYS["model"])
+TRAINING_FIELDS = (
+    "dropout",
+    "attention_dropout",
+    "activation_dropout",
+    "src_word_dropout",
+    "tgt_word_dropout",
+)
 
 
 def _architecture(model_config) -> dict | None:
-    """A checkpoint's model config with defaults filled in and the kernel choices left out."""
+    """A checkpoint's model config with defaults filled in, the kernel choices and the
+    training-only fields left out."""
     if not isinstance(model_config, dict):
         return model_config
     defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
     merged = {**defaults, **model_config}
-    return {k: v for k, v in merged.items() if k not in KERNEL_FIELDS}
+    return {k: v for k, v in merged.items() if k not in (*KERNEL_FIELDS, *TRAINING_FIELDS)}
 
 
 def _structure(model_config, path) -> Transformer:
@@ -140,13 +148,21 @@ def _structure(model_config, path) -> Transformer:
 def _check_same_run(first: dict, checkpoint: dict, first_path, path) -> None:
     """Raise ValueError naming both files when their vocabularies or model configs differ.
 
-    Model configs are compared without the kernel choices (`KERNEL_FIELDS`), with missing keys
-    (checkpoints written before a field existed) taken at their defaults.
+    Model configs are compared without the kernel choices and the training-only fields
+    (`KERNEL_FIELDS`, `TRAINING_FIELDS`), with missing keys (checkpoints written before a
+    field existed) taken at their defaults; the message names the first field that differs.
     """
     for entry, what in SAME_RUN_ENTRIES.items():
         mine, theirs = checkpoint.get(entry), first.get(entry)
         if entry == "model_config":
             mine, theirs = _architecture(mine), _architecture(theirs)
+            if isinstance(mine, dict) and isinstance(theirs, dict):
+                fields = [
+                    k for k in sorted(mine.keys() | theirs.keys()) if mine.get(k) != theirs.get(k)
+                ]
+                if fields:
+                    field = fields[0]
+                    what = f"{what}: {field} {mine.get(field)!r} against {theirs.get(field)!r}"
         if mine != theirs:
             raise ValueError(
                 f"{path} and {first_path} have a different {what}; only checkpoints of the "
