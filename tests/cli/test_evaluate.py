@@ -257,8 +257,19 @@ def test_an_output_dir_that_is_a_dangling_link_is_refused_before_scoring(tmp_pat
     captured = capsys.readouterr()
     assert captured.out == ""  # nothing scored
     (error,) = captured.err.splitlines()
-    assert error.startswith(f"transformer-evaluate: error: --json {out / 'hyp.de.json'}: ")
+    assert error.startswith(f"transformer-evaluate: error: --output-dir {out / 'hyp.de.json'}: ")
     assert f"{out} is a symbolic link to {tmp_path / 'gone'}, which does not exist" in error
+
+
+def test_an_output_dir_that_is_a_file_is_named_as_the_option_given(tmp_path, capsys):
+    """It was reported as `--json FILE/hyp.de.json` (#17, bad-input pass)."""
+    hyp = write_lines(tmp_path / "hyp.de", HYPS)
+    ref = write_lines(tmp_path / "ref.de", REFS)
+    assert main(["--hyp", str(hyp), "--ref", str(ref), "--output-dir", str(ref)]) == 1
+    assert capsys.readouterr() == (
+        "",
+        f"transformer-evaluate: error: --output-dir {ref} is a file, not a directory\n",
+    )
 
 
 def test_hyp_out_and_json_through_a_link_are_one_file(tmp_path, capsys):

@@ -170,11 +170,15 @@ def _check_outputs(args: argparse.Namespace, outputs: list, inputs: list) -> Non
     """`check_distinct_outputs` and `check_output_path` for (path, option) pairs; a file in
     `--output-dir` (not named by its own option) may lie in a directory still to be made."""
     check_distinct_outputs(outputs)
+    if args.output_dir is not None and Path(args.output_dir).exists():
+        if not Path(args.output_dir).is_dir():
+            raise ValueError(f"--output-dir {args.output_dir} is a file, not a directory")
     named = {"--hyp-out": args.hyp_out, "--json": args.json}
     for path, flag in outputs:
         if path is not None:
             in_output_dir = args.output_dir is not None and named[flag] is None
-            check_output_path(path, inputs, flag, creates_directory=in_output_dir)
+            option = "--output-dir" if in_output_dir else flag  # the option the user gave
+            check_output_path(path, inputs, option, creates_directory=in_output_dir)
 
 
 def main(argv: list[str] | None = None) -> int:
