@@ -45,6 +45,14 @@ def test_config_rejects_out_of_range(name, value):
         ModelConfig(**{name: value})
 
 
+@pytest.mark.parametrize("name", ["dropout", "src_word_dropout", "tgt_word_dropout"])
+@pytest.mark.parametrize("value", ["0.1", None, False])
+def test_config_rejects_what_is_not_a_number(name, value):
+    """A stored checkpoint config with a string gave "'<=' not supported" (bad-input pass)."""
+    with pytest.raises(ValueError, match=rf"^{name} \({value!r}\) must be a number in \[0, 1\)$"):
+        ModelConfig(**{name: value})
+
+
 def test_model_drops_source_and_target_embeddings_before_the_positions(make_model):
     model = make_model(30, src_word_dropout=0.3, tgt_word_dropout=0.2, dropout=0.0).train()
     src = torch.tensor([[5, 6, 7, 8, 3], [9, 10, 3, 0, 0]])

@@ -91,6 +91,8 @@ class ModelConfig:
         dropouts = ("dropout", "attention_dropout", "activation_dropout")
         for name in (*dropouts, "src_word_dropout", "tgt_word_dropout"):
             value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise ValueError(f"{name} ({value!r}) must be a number in [0, 1)")
             if not 0.0 <= value < 1.0:
                 raise ValueError(f"{name} ({value}) must be in [0, 1)")
         if self.attention_kernel not in ATTENTION_KERNELS:
