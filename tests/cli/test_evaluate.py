@@ -92,6 +92,7 @@ def test_translates_scores_and_writes_everything(
     assert report["decoding"]["length_penalty"] == 0.6
     assert report["decoding"]["max_len_b"] == 8
     assert report["hyp"] == str(hyp_file) and report["checkpoint"] == str(checkpoint)
+    assert report["checkpoints"] == [str(checkpoint)]  # as an ensemble's report lists them
     assert "sacreBLEU BLEU" in capsys.readouterr().out
 
     # default output place: next to the checkpoint

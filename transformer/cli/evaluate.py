@@ -21,9 +21,11 @@ checkpoint's `data.target_lang`, e.g. `avg.newstest2014.hyp.de`) and `<checkpoin
 choose other places. Both are written atomically (`transformer.atomic`). `--checkpoint` may name
 a run directory: its `checkpoint_best.pt`, else `checkpoint_last.pt` (named on stderr); several
 checkpoints decode as an ensemble (`transformer.decode.ensemble`; one vocabulary).
-The decoding options are transformer-translate's (`transformer.cli.decode_options`): the same
-options give the same hypotheses, sampled ones included (`--sampling`; without `--seed` a seed
-is drawn at random and written in the JSON, so that the same samples can be drawn again).
+The search and sampling options are transformer-translate's (`transformer.cli.decode_options`;
+not its output options such as --nbest): the same options give the same hypotheses, sampled
+ones included (`--sampling`; without `--seed` a seed is drawn at random and written in the
+JSON, so that the same samples can be drawn again). The JSON's "checkpoints" lists the models
+(one, then also its "checkpoint", or an ensemble's members).
 Exit status: the rule of `transformer.cli.common` (0 ok, 2 wrong command line, 1 the work could
 not be done, 130 interrupted).
 """
@@ -253,9 +255,8 @@ def _evaluate(args: argparse.Namespace) -> None:
         hyps = translator.translate(src_lines, progress=True, **settings)
         seconds = time.perf_counter() - start
         hyps = [one_line(h) for h in hyps]
-        if len(checkpoints) > 1:
-            report["checkpoints"] = [str(path) for path in checkpoints]
-        else:
+        report["checkpoints"] = [str(path) for path in checkpoints]  # one or an ensemble
+        if len(checkpoints) == 1:
             report["checkpoint"] = str(checkpoints[0])
         report.update(
             src=str(src_path),
