@@ -295,18 +295,20 @@ def test_a_missing_checkpoint_is_named_before_the_outputs_named_after_it(tmp_pat
     assert line == f"transformer-evaluate: error: checkpoint not found: {missing}"
 
 
-def test_several_checkpoints_decode_as_the_ensemble_transformer_translate_builds(
-    translation_model,
-    synthetic_tokenizer,
-    tmp_path,
-    capsys,
-    synthetic_sentences,
-    write_checkpoint,
-    make_search_model,
+@pytest.fixture
+def two_members(
+    translation_model, synthetic_tokenizer, tmp_path, write_checkpoint, make_search_model
 ):
+    """(a.pt, b.pt, b's model): two checkpoints of one vocabulary that decode differently."""
     first = write_checkpoint(tmp_path / "a.pt", translation_model, synthetic_tokenizer)
     other = make_search_model(synthetic_tokenizer.vocab_size, seed=5)
-    second = write_checkpoint(tmp_path / "b.pt", other, synthetic_tokenizer)
+    return first, write_checkpoint(tmp_path / "b.pt", other, synthetic_tokenizer), other
+
+
+def test_several_checkpoints_decode_as_the_ensemble_transformer_translate_builds(
+    two_members, tmp_path, capsys, synthetic_sentences
+):
+    first, second, _ = two_members
     sources = synthetic_sentences(5, seed=30)
     src = write_lines(tmp_path / "test.en", sources)
     ref = write_lines(tmp_path / "test.de", synthetic_sentences(5, seed=31))
@@ -335,19 +337,11 @@ def test_several_checkpoints_decode_as_the_ensemble_transformer_translate_builds
 
 
 def test_checkpoint_given_twice_is_one_ensemble_and_members_must_translate_one_way(
-    translation_model,
-    synthetic_tokenizer,
-    tmp_path,
-    capsys,
-    synthetic_sentences,
-    write_checkpoint,
-    make_search_model,
+    two_members, synthetic_tokenizer, tmp_path, capsys, synthetic_sentences, write_checkpoint
 ):
     """`--checkpoint a --checkpoint b` kept only b; an EN->DE and a DE->EN model with one
     joint vocabulary decoded together (#17, bad-input pass)."""
-    first = write_checkpoint(tmp_path / "a.pt", translation_model, synthetic_tokenizer)
-    other = make_search_model(synthetic_tokenizer.vocab_size, seed=5)
-    second = write_checkpoint(tmp_path / "b.pt", other, synthetic_tokenizer)
+    first, second, other = two_members
     src = write_lines(tmp_path / "test.en", synthetic_sentences(3, seed=32))
     ref = write_lines(tmp_path / "test.de", synthetic_sentences(3, seed=33))
     args = ["--src", str(src), "--ref", str(ref), "--beam-size", "2", "--max-len-b", "6"]

@@ -193,8 +193,8 @@ def main(argv: list[str] | None = None) -> int:
         unknown `--device`);
         1 after a one-line error when the work cannot be done (missing or mismatched files,
         a bad checkpoint or a `--checkpoint` directory without one, ensemble members with
-        different vocabularies, an unreachable sacreBLEU
-        test set, an output that would overwrite an input or whose directory does not exist).
+        different vocabularies or directions, an unreachable sacreBLEU test set, an output
+        that would overwrite an input or whose directory does not exist).
     """
     return run(build_parser(), _evaluate, argv)
 
