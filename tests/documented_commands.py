@@ -74,8 +74,8 @@ WRITES = {
         "avg.newstest2014.json",
     ],
     r"^transformer-evaluate --checkpoint a\.pt b\.pt ": [
-        "a.ensemble2.test.hyp.de",
-        "a.ensemble2.test.json",
+        "a+b.test.hyp.de",
+        "a+b.test.json",
     ],
 }
 OUTPUT_OPTIONS = ("--output", "--json", "--hyp-out")

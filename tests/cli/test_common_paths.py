@@ -125,6 +125,32 @@ def test_an_output_in_a_missing_directory_is_one_line_before_any_work(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["never.pt", "s.en"]
 
 
+@pytest.mark.parametrize(("main", "argv", "flag"), MISSING_DIRECTORY_CASES)
+def test_an_output_in_a_directory_the_user_may_not_write_in_fails_before_any_work(
+    tmp_path, capsys, monkeypatch, main, argv, flag
+):
+    """A `--json` in a read-only directory failed after the translation, with the hypotheses
+    already written (#17, bad-input pass). Root may write anywhere, so the directory's
+    permission is simulated: `os.access` says no for it alone."""
+    pytest.importorskip("matplotlib")  # attention's --output checks the image format first
+    src = tmp_path / "s.en"
+    src.write_text("a man .\n", encoding="utf-8")
+    (tmp_path / "never.pt").write_bytes(b"")  # exists (evaluate checks that first), never read
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real_access = os.access
+    monkeypatch.setattr(
+        os, "access", lambda path, mode: Path(path) != locked and real_access(path, mode)
+    )
+    out = locked / ("map.png" if flag == "--output" else "out.txt")
+    args = [arg.format(tmp=tmp_path, src=src) for arg in argv] + [flag, str(out)]
+    assert main(args) == 1
+    (error,) = capsys.readouterr().err.splitlines()
+    assert error.endswith(f"error: {flag} {out}: cannot write in {locked} (permission denied)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["locked", "never.pt", "s.en"]
+    assert not any(locked.iterdir())
+
+
 def test_a_run_directory_stands_for_its_best_then_its_last_checkpoint(tmp_path, capsys):
     run_dir = tmp_path / "run"
     run_dir.mkdir()

@@ -327,9 +327,9 @@ def test_several_checkpoints_decode_as_the_ensemble_transformer_translate_builds
     )
     alone = Translator.from_checkpoint(first).translate(sources, beam_size=2, max_len_b=8)
     assert expected != alone  # the second member changes the search
-    hyp_file = tmp_path / "a.ensemble2.test.hyp.de"  # next to the first member
+    hyp_file = tmp_path / "a+b.test.hyp.de"  # next to the first member
     assert hyp_file.read_text(encoding="utf-8") == "".join(h + "\n" for h in expected)
-    report = json.loads((tmp_path / "a.ensemble2.test.json").read_text())
+    report = json.loads((tmp_path / "a+b.test.json").read_text())
     assert report["checkpoints"] == [str(first), str(second)] and "checkpoint" not in report
     assert report["scores"]["bleu"] == pytest.approx(
         sacrebleu.corpus_bleu(expected, [ref.read_text().splitlines()]).score
@@ -346,7 +346,7 @@ def test_checkpoint_given_twice_is_one_ensemble_and_members_must_translate_one_w
     ref = write_lines(tmp_path / "test.de", synthetic_sentences(3, seed=33))
     args = ["--src", str(src), "--ref", str(ref), "--beam-size", "2", "--max-len-b", "6"]
     assert main(["--checkpoint", str(first), "--checkpoint", str(second), *args]) == 0
-    report = json.loads((tmp_path / "a.ensemble2.test.json").read_text())
+    report = json.loads((tmp_path / "a+b.test.json").read_text())
     assert report["checkpoints"] == [str(first), str(second)]
 
     reverse = Config(model=other.config, data=DataConfig(source_lang="de", target_lang="en"))
@@ -358,4 +358,34 @@ def test_checkpoint_given_twice_is_one_ensemble_and_members_must_translate_one_w
     assert capsys.readouterr().err == (
         f"transformer-evaluate: error: {backwards} translates de->en, not en->de as {first} "
         "does: an ensemble's members translate one way\n"
+    )
+
+
+def test_two_ensembles_with_one_first_member_write_their_own_files(
+    two_members, tmp_path, capsys, synthetic_sentences
+):
+    """Both ensembles were written to `a.ensemble2.test.*`, the second over the first (#17,
+    bad-input pass); the same file twice is no ensemble."""
+    first, second, _ = two_members
+    elsewhere = tmp_path / "run2"
+    elsewhere.mkdir()
+    third = elsewhere / "b.pt"
+    third.write_bytes(second.read_bytes())  # another file of the same name, in run2/
+    src = write_lines(tmp_path / "test.en", synthetic_sentences(3, seed=34))
+    ref = write_lines(tmp_path / "test.de", synthetic_sentences(3, seed=35))
+    args = ["--src", str(src), "--ref", str(ref), "--beam-size", "2", "--max-len-b", "6"]
+    assert main(["--checkpoint", str(first), str(second), *args]) == 0
+    assert main(["--checkpoint", str(first), str(third), *args]) == 0
+    reports = {
+        name: json.loads((tmp_path / f"{name}.test.json").read_text())["checkpoints"]
+        for name in ("a+b", "a+run2_b")
+    }
+    assert reports == {"a+b": [str(first), str(second)], "a+run2_b": [str(first), str(third)]}
+    assert (tmp_path / "a+run2_b.test.hyp.de").is_file()
+
+    capsys.readouterr()
+    assert main(["--checkpoint", str(first), str(second), str(first), *args]) == 1
+    assert capsys.readouterr().err == (
+        f"transformer-evaluate: error: {first} is the same file as {first}: an ensemble's "
+        "members must be different checkpoints\n"
     )

@@ -104,8 +104,18 @@ def test_from_checkpoints_loads_an_ensemble_and_refuses_another_vocabulary(
         sentences, beam_size=2, max_len_b=4
     )
     assert ensemble.translate(sentences, beam_size=2, max_len_b=4) == expected
-    same = Translator.from_checkpoints([a, a]).translate(sentences, beam_size=2, max_len_b=4)
+    # A copy is another file and may join; the same file again (its name or a hard link, as a
+    # run's checkpoint_last.pt is of its newest numbered checkpoint) may not.
+    copy = tmp_path / "copy.pt"
+    copy.write_bytes(a.read_bytes())
+    same = Translator.from_checkpoints([a, copy]).translate(sentences, beam_size=2, max_len_b=4)
     assert same == Translator.from_checkpoint(a).translate(sentences, beam_size=2, max_len_b=4)
+    link = tmp_path / "link.pt"
+    link.hardlink_to(a)
+    for repeat in (a, link):
+        message = rf"^{repeat} is the same file as {a}: an ensemble's members must be different"
+        with pytest.raises(ValueError, match=message):
+            load_ensemble([a, b, repeat])
 
     foreign = make_search_model(synthetic_tokenizer.vocab_size)
     c = write_checkpoint(tmp_path / "c.pt", foreign, tiny_tokenizer)  # same size, other pieces

@@ -24,9 +24,9 @@ def test_target_vocabulary_is_the_source_one_unless_separate():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(d_model=500), r"d_model \(500\) must be divisible by n_heads \(8\)"),
-        (dict(dropout=1.5), r"dropout \(1.5\)"),
-        (dict(n_encoder_layers=0), r"n_encoder_layers \(0\)"),
+        (dict(d_model=500), r"^model\.d_model \(500\) must be divisible by model\.n_heads \(8\)$"),
+        (dict(dropout=1.5), r"^model\.dropout \(1.5\) must be in \[0, 1\)$"),
+        (dict(n_encoder_layers=0), r"^model\.n_encoder_layers \(0\) must be at least 1$"),
         (dict(pad_id=1), "distinct"),
         (dict(attention_kernel="flash"), "attention_kernel"),
         (dict(tgt_vocab_size=50), "share_embeddings"),
@@ -40,7 +40,7 @@ def test_invalid_config_names_the_value(kwargs, message):
 @pytest.mark.parametrize("kwargs", [dict(d_model=16.0), dict(n_heads=True), dict(d_ff="2048")])
 def test_model_sizes_must_be_integers(kwargs):
     (name,) = kwargs
-    with pytest.raises(ValueError, match=f"{name} .* must be an integer"):
+    with pytest.raises(ValueError, match=rf"^model\.{name} .* must be an integer$"):
         ModelConfig(**kwargs)
 
 

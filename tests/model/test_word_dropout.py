@@ -41,7 +41,7 @@ def test_identity_in_eval_mode_and_at_zero():
 @pytest.mark.parametrize("name", ["src_word_dropout", "tgt_word_dropout"])
 @pytest.mark.parametrize("value", [-0.1, 1.0])
 def test_config_rejects_out_of_range(name, value):
-    with pytest.raises(ValueError, match=rf"{name} \({value}\) must be in \[0, 1\)"):
+    with pytest.raises(ValueError, match=rf"^model\.{name} \({value}\) must be in \[0, 1\)"):
         ModelConfig(**{name: value})
 
 
@@ -49,7 +49,9 @@ def test_config_rejects_out_of_range(name, value):
 @pytest.mark.parametrize("value", ["0.1", None, False])
 def test_config_rejects_what_is_not_a_number(name, value):
     """A stored checkpoint config with a string gave "'<=' not supported" (bad-input pass)."""
-    with pytest.raises(ValueError, match=rf"^{name} \({value!r}\) must be a number in \[0, 1\)$"):
+    with pytest.raises(
+        ValueError, match=rf"^model\.{name} \({value!r}\) must be a number in \[0, 1\)$"
+    ):
         ModelConfig(**{name: value})
 
 

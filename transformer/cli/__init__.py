@@ -9,7 +9,9 @@
 - `launch.py`: the entry points of all of them (the OpenMP wait policy, set before torch loads);
 - `torchrun.py`: `python -m transformer.cli.torchrun`, torchrun ending in one line (make demo);
 - `common.py`: what they share (devices, files, exit codes); `decode_options.py`: the
-  decoding options of translate and evaluate, defined once.
+  decoding options of translate and evaluate, defined once;
+- `prefix_lines.py`: translate's `source ||| prefix` input lines; `evaluate_outputs.py`:
+  evaluate's default file names and its checks of the outputs.
 
 Nothing outside this folder imports from it.
 """

@@ -1,7 +1,6 @@
 """What every console script shares: the exit status, devices, files, output limits.
 
-The decoding options of transformer-translate and transformer-evaluate are defined once in
-`transformer.cli.decode_options`.
+The decoding options of translate and evaluate are in `transformer.cli.decode_options`.
 
 Exit status of every command (`run`, which every `main` calls):
 
@@ -223,8 +222,8 @@ def check_output_path(
 
     Raises:
         ValueError: when `path` is an existing directory, lies in a missing directory
-            (unless `creates_directory`), under a file or a symbolic link to nothing, is a
-            symbolic link into a missing directory, or is the same file as one of `inputs`.
+            (unless `creates_directory`) or one the user may not write in, under a file or a
+            link to nothing, is a link into a missing directory, or is one of `inputs`.
     """
     out = Path(path)
     if out.is_dir():
@@ -248,6 +247,10 @@ def check_output_path(
                 f"{flag} {out} is a symbolic link to {target}, whose directory "
                 f"{target.parent} does not exist"
             )
+    written = Path(os.path.realpath(out)) if out.is_symlink() else out  # a link: its target
+    home = next(d for d in written.parents if d.is_dir())  # gets the file (or its directory)
+    if not os.access(home, os.W_OK | os.X_OK):
+        raise ValueError(f"{flag} {out}: cannot write in {home} (permission denied)")
     for given in inputs:
         if given is not None and out.exists() and Path(given).exists():
             if os.path.samefile(out, given):  # also catches symbolic and hard links

@@ -16,7 +16,8 @@ signatures, and the tokenized BLEU with compound splitting that the paper's 27.3
 Writes the detokenized hypotheses and a JSON file with every score, the signatures and the
 decoding settings: by default next to the checkpoint as `<checkpoint>.<test>.hyp.<lang>` (the
 checkpoint's `data.target_lang`, e.g. `avg.newstest2014.hyp.de`) and `<checkpoint>.<test>.json`
-(an ensemble of N: `<first checkpoint>.ensembleN.<test>...`, next to the first);
+(an ensemble: its members' names joined by "+", `a+b.<test>...`, next to the first, so that
+two ensembles never share a file; `transformer.cli.evaluate_outputs`);
 `--output-dir` (created when missing), `--hyp-out` and `--json` (whose directories must exist)
 choose other places. Both are written atomically (`transformer.atomic`). `--checkpoint` may name
 a run directory: its `checkpoint_best.pt`, else `checkpoint_last.pt` (named on stderr); several
@@ -43,8 +44,6 @@ from pathlib import Path
 from transformer.atomic import atomic_write_text
 from transformer.cli.common import (
     UsageError,
-    check_distinct_outputs,
-    check_output_path,
     checkpoint_file,
     device_option,
     one_line,
@@ -55,6 +54,7 @@ from transformer.cli.decode_options import (
     decoding_config,
     warn_capped_lines,
 )
+from transformer.cli.evaluate_outputs import check_outputs, output_paths
 from transformer.cli.values import file_name
 from transformer.data.corpus import read_lines
 from transformer.evaluate.bleu import corpus_scores, format_scores
@@ -142,47 +142,6 @@ def _check_arguments(args: argparse.Namespace) -> None:
         raise UsageError("give --src FILE with --checkpoint (or --test-set NAME --langpair xx-yy)")
 
 
-def _output_paths(
-    args: argparse.Namespace, checkpoints: list[Path], test_name: str, target_lang: str | None
-) -> tuple[Path | None, Path | None]:
-    """Where the hypotheses and the JSON go (None: not written, or not known yet).
-
-    The default hypothesis file, `<dir>/<checkpoint>.<test>.hyp.<target_lang>` (an ensemble
-    of N: `<first checkpoint>.ensembleN.<test>...`), needs the checkpoint's target language:
-    None before the checkpoint is loaded.
-    """
-    if args.hyp:
-        directory = Path(args.output_dir) if args.output_dir else None
-        stem = f"{Path(args.hyp).name}"
-    else:
-        first = checkpoints[0]
-        directory = Path(args.output_dir) if args.output_dir else first.parent
-        ensemble = f".ensemble{len(checkpoints)}" if len(checkpoints) > 1 else ""
-        stem = f"{first.stem}{ensemble}.{test_name}"
-    hyp_out = Path(args.hyp_out) if args.hyp_out else None
-    json_out = Path(args.json) if args.json else None
-    if directory is not None:
-        if hyp_out is None and not args.hyp and target_lang is not None:
-            hyp_out = directory / f"{stem}.hyp.{target_lang}"
-        json_out = json_out or directory / f"{stem}.json"
-    return hyp_out, json_out
-
-
-def _check_outputs(args: argparse.Namespace, outputs: list, inputs: list) -> None:
-    """`check_distinct_outputs` and `check_output_path` for (path, option) pairs; a file in
-    `--output-dir` (not named by its own option) may lie in a directory still to be made."""
-    check_distinct_outputs(outputs)
-    if args.output_dir is not None and Path(args.output_dir).exists():
-        if not Path(args.output_dir).is_dir():
-            raise ValueError(f"--output-dir {args.output_dir} is a file, not a directory")
-    named = {"--hyp-out": args.hyp_out, "--json": args.json}
-    for path, flag in outputs:
-        if path is not None:
-            in_output_dir = args.output_dir is not None and named[flag] is None
-            option = "--output-dir" if in_output_dir else flag  # the option the user gave
-            check_output_path(path, inputs, option, creates_directory=in_output_dir)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `transformer-evaluate` (see the module docstring).
 
@@ -216,8 +175,8 @@ def _evaluate(args: argparse.Namespace) -> None:
         ref_paths = [Path(args.ref)]
         test_name = src_path.stem if src_path else Path(args.ref).stem
     inputs = [args.hyp, *checkpoints, src_path, *ref_paths]
-    hyp_out, json_out = _output_paths(args, checkpoints, test_name, target_lang=None)
-    _check_outputs(args, [(hyp_out, "--hyp-out"), (json_out, "--json")], inputs)
+    hyp_out, json_out = output_paths(args, checkpoints, test_name, target_lang=None)
+    check_outputs(args, [(hyp_out, "--hyp-out"), (json_out, "--json")], inputs)
     refs = {path: read_lines(path) for path in ref_paths}
     target_lang = _target_lang(args, ref_paths)
     report: dict = {"target_lang": target_lang, "ref": [str(p) for p in ref_paths]}
@@ -242,10 +201,10 @@ def _evaluate(args: argparse.Namespace) -> None:
                 checkpoints[0], device=device, linear_kernel=args.linear_kernel
             )
         # The default hypothesis file is named after the language the checkpoint produces.
-        hyp_out, json_out = _output_paths(
+        hyp_out, json_out = output_paths(
             args, checkpoints, test_name, translator.config.data.target_lang
         )
-        _check_outputs(args, [(hyp_out, "--hyp-out"), (json_out, "--json")], inputs)
+        check_outputs(args, [(hyp_out, "--hyp-out"), (json_out, "--json")], inputs)
         decode = decoding_config(args, translator.config.decode)
         if decode.sampling and decode.seed is None:  # drawn here, so the report can give it
             decode = dataclasses.replace(decode, seed=secrets.randbelow(2**63))

@@ -16,7 +16,8 @@ terminal each line is translated as it is entered, after a `> ` prompt on stderr
 checkpoints decode as an ensemble (their mean probability, `transformer.decode.ensemble`).
 `--sampling` draws translations at random (`transformer.decode.sampling`); with
 `--prefix-separator SEP` an input line `source SEP prefix` gives a translation that starts
-with the prefix (a line with the separator twice is an error); `--print-alignment` appends
+with the prefix (`transformer.cli.prefix_lines`: a line without it has none; the separator
+twice, or without its spaces, is an error); `--print-alignment` appends
 ` ||| ` and the word alignment `0-0 1-2 ...` (Pharaoh, source-target, 0-based;
 `transformer.decode.alignment`) to each output line.
 With `--nbest N` (N > 1) every input line gives exactly N lines `index ||| translation ||| score`
@@ -63,6 +64,7 @@ from transformer.cli.decode_options import (
     decoding_config,
     warn_capped_lines,
 )
+from transformer.cli.prefix_lines import split_prefix_lines
 from transformer.cli.values import file_name, integer
 from transformer.data.corpus import count_lines
 from transformer.decode.alignment import check_layer, pharaoh
@@ -195,16 +197,8 @@ def _chunk_translator(args, translator, decode: DecodeConfig, bar) -> Callable:
     def work(lines: list[str], first: int) -> list[str]:
         prefix = None
         if args.prefix_separator is not None:
-            parts = [line.split(args.prefix_separator) for line in lines]
-            for i, part in enumerate(parts):  # a second one: which part is the prefix?
-                if len(part) > 2:
-                    name = "<stdin>" if args.input in (None, "-") else args.input
-                    separator, times = args.prefix_separator, len(part) - 1
-                    raise ValueError(
-                        f"{name}, line {first + i + 1}: --prefix-separator {separator!r} occurs "
-                        f"{times} times; give one source and one prefix"
-                    )
-            lines, prefix = [p[0] for p in parts], [p[1] if len(p) > 1 else "" for p in parts]
+            name = "<stdin>" if args.input in (None, "-") else args.input
+            lines, prefix = split_prefix_lines(lines, args.prefix_separator, name, first)
         warn_capped_lines(PROG, translator, lines, settings, first + 1)
         try:
             found = translator.generate(

@@ -98,12 +98,22 @@ def load_ensemble(paths: Sequence[str | Path], device: str | torch.device = "cpu
         FileNotFoundError, ValueError: a missing or invalid checkpoint, naming it; ValueError
             also for an empty list, or a checkpoint whose vocabulary (SentencePiece models,
             sizes, special ids) or direction (data.source_lang, data.target_lang) differs
-            from the first one's, naming both files.
+            from the first one's, naming both files; and for one file given twice (the same
+            name, or a link such as a run's `checkpoint_last.pt`, a hard link of its newest
+            numbered checkpoint): an ensemble of a model with itself is that model, slower.
     """
     from transformer.checkpoint import load_checkpoint
+    from transformer.train.average import distinct_files
 
     if not paths:
         raise ValueError("an ensemble needs at least one checkpoint")
+    _, repeats = distinct_files([path for path in paths if Path(path).is_file()])
+    if repeats:
+        repeat, first = repeats[0]
+        raise ValueError(
+            f"{repeat} is the same file as {first}: an ensemble's members must be different "
+            "checkpoints"
+        )
     models, names = [], [str(path) for path in paths]
     tokenizer = config = None
     for name, path in zip(names, paths, strict=True):

@@ -79,34 +79,37 @@ class ModelConfig:
         for name in (*sizes, "n_encoder_layers", "n_decoder_layers"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-                raise ValueError(f"{name} ({value!r}) must be an integer")
+                raise ValueError(f"model.{name} ({value!r}) must be an integer")
             if value < 1:
-                raise ValueError(f"{name} ({getattr(self, name)}) must be at least 1")
+                raise ValueError(f"model.{name} ({value}) must be at least 1")
         if self.d_model % self.n_heads != 0:
             raise ValueError(
-                f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
+                f"model.d_model ({self.d_model}) must be divisible by "
+                f"model.n_heads ({self.n_heads})"
             )
         if not (math.isfinite(self.layer_norm_eps) and self.layer_norm_eps > 0):
-            raise ValueError(f"layer_norm_eps ({self.layer_norm_eps}) must be a finite number > 0")
+            raise ValueError(
+                f"model.layer_norm_eps ({self.layer_norm_eps}) must be a finite number > 0"
+            )
         dropouts = ("dropout", "attention_dropout", "activation_dropout")
         for name in (*dropouts, "src_word_dropout", "tgt_word_dropout"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
-                raise ValueError(f"{name} ({value!r}) must be a number in [0, 1)")
+                raise ValueError(f"model.{name} ({value!r}) must be a number in [0, 1)")
             if not 0.0 <= value < 1.0:
-                raise ValueError(f"{name} ({value}) must be in [0, 1)")
+                raise ValueError(f"model.{name} ({value}) must be in [0, 1)")
         if self.attention_kernel not in ATTENTION_KERNELS:
             raise ValueError(
-                f"attention_kernel ({self.attention_kernel!r}) must be one of "
+                f"model.attention_kernel ({self.attention_kernel!r}) must be one of "
                 f"{', '.join(ATTENTION_KERNELS)}"
             )
         if self.tgt_vocab_size is not None:
             if self.tgt_vocab_size < 1:
-                raise ValueError(f"tgt_vocab_size ({self.tgt_vocab_size}) must be at least 1")
+                raise ValueError(f"model.tgt_vocab_size ({self.tgt_vocab_size}) must be at least 1")
             if self.share_embeddings and self.tgt_vocab_size != self.vocab_size:
                 default = self.vocab_size == type(self).vocab_size  # the class attribute
                 raise ValueError(
-                    f"tgt_vocab_size ({self.tgt_vocab_size}) differs from vocab_size "
+                    f"model.tgt_vocab_size ({self.tgt_vocab_size}) differs from model.vocab_size "
                     f"({self.vocab_size}{', the default' if default else ''}) but "
                     "share_embeddings is True (one vocabulary for both sides); set only "
                     "vocab_size (in training, data.vocab_size sets it), or "
@@ -114,11 +117,14 @@ class ModelConfig:
                 )
         ids = {n: getattr(self, n) for n in ("pad_id", "unk_id", "bos_id", "eos_id")}
         if len(set(ids.values())) != 4:
-            raise ValueError(f"special token ids must be distinct, got {ids}")
+            raise ValueError(
+                "the special token ids (model.pad_id, unk_id, bos_id, eos_id) must be distinct, "
+                f"got {ids}"
+            )
         smallest_vocab = min(self.vocab_size, self.target_vocab_size)
         for name, value in ids.items():
             if not 0 <= value < smallest_vocab:
-                raise ValueError(f"{name} ({value}) must be in [0, {smallest_vocab})")
+                raise ValueError(f"model.{name} ({value}) must be in [0, {smallest_vocab})")
 
     @property
     def target_vocab_size(self) -> int:

@@ -1,0 +1,80 @@
+"""Where `transformer-evaluate` writes: the default file names and the checks before any work.
+
+By default the hypotheses and the JSON report go next to the (first) checkpoint, or into
+`--output-dir`: `<checkpoint>.<test>.hyp.<target_lang>` and `<checkpoint>.<test>.json`; an
+ensemble is named after all its members (`ensemble_stem`). `--hyp-out` and `--json` name the
+files themselves. Every output is checked before anything is read or translated
+(`transformer.cli.common.check_output_path`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+from pathlib import Path
+
+from transformer.cli.common import check_distinct_outputs, check_output_path
+
+# The longest default file stem taken from the members' names (bytes): room for the test set's
+# name and the suffixes within a file name's 255 bytes.
+MAX_STEM = 120
+
+
+def output_paths(
+    args: argparse.Namespace, checkpoints: list[Path], test_name: str, target_lang: str | None
+) -> tuple[Path | None, Path | None]:
+    """Where the hypotheses and the JSON go (None: not written, or not known yet).
+
+    The default hypothesis file, `<dir>/<checkpoint>.<test>.hyp.<target_lang>` (an ensemble:
+    `ensemble_stem`), needs the checkpoint's target language: None before the checkpoint is
+    loaded.
+    """
+    if args.hyp:
+        directory = Path(args.output_dir) if args.output_dir else None
+        stem = f"{Path(args.hyp).name}"
+    else:
+        first = checkpoints[0]
+        directory = Path(args.output_dir) if args.output_dir else first.parent
+        stem = f"{ensemble_stem(checkpoints)}.{test_name}"
+    hyp_out = Path(args.hyp_out) if args.hyp_out else None
+    json_out = Path(args.json) if args.json else None
+    if directory is not None:
+        if hyp_out is None and not args.hyp and target_lang is not None:
+            hyp_out = directory / f"{stem}.hyp.{target_lang}"
+        json_out = json_out or directory / f"{stem}.json"
+    return hyp_out, json_out
+
+
+def ensemble_stem(checkpoints: list[Path]) -> str:
+    """The checkpoints' names joined by "+" (`a+b`; one checkpoint: its name), a member outside
+    the first one's directory as `<its directory>_<name>` (`avg+run2_avg`): the default outputs
+    of two different ensembles never overwrite each other. Past `MAX_STEM` characters (a file
+    name may have 255 bytes): `<first>+<N>more-<8 hex digits of their paths' SHA-1>`."""
+    first = checkpoints[0]
+    names = [first.stem]
+    for member in checkpoints[1:]:
+        same_directory = member.parent.resolve() == first.parent.resolve()
+        names.append(
+            member.stem if same_directory else f"{member.parent.resolve().name}_{member.stem}"
+        )
+    stem = "+".join(names)
+    if len(stem.encode()) > MAX_STEM:
+        paths = "\n".join(str(member.resolve()) for member in checkpoints)
+        digest = hashlib.sha1(paths.encode(), usedforsecurity=False).hexdigest()[:8]
+        stem = f"{first.stem[: MAX_STEM // 2]}+{len(checkpoints) - 1}more-{digest}"
+    return stem
+
+
+def check_outputs(args: argparse.Namespace, outputs: list, inputs: list) -> None:
+    """`check_distinct_outputs` and `check_output_path` for (path, option) pairs; a file in
+    `--output-dir` (not named by its own option) may lie in a directory still to be made."""
+    check_distinct_outputs(outputs)
+    if args.output_dir is not None and Path(args.output_dir).exists():
+        if not Path(args.output_dir).is_dir():
+            raise ValueError(f"--output-dir {args.output_dir} is a file, not a directory")
+    named = {"--hyp-out": args.hyp_out, "--json": args.json}
+    for path, flag in outputs:
+        if path is not None:
+            in_output_dir = args.output_dir is not None and named[flag] is None
+            option = "--output-dir" if in_output_dir else flag  # the option the user gave
+            check_output_path(path, inputs, option, creates_directory=in_output_dir)
