@@ -24,8 +24,8 @@ def model(make_model, tiny_tokenizer):
     "stored, message",
     [
         ({"vocab_size": 40, "colour": "red"}, r"keys this version does not know: \['colour'\]"),
-        ({"vocab_size": 40, "d_model": 0}, r"invalid model_config: d_model \(0\)"),
-        ({"vocab_size": 40, "attention_kernel": "bogus"}, "invalid model_config: attention"),
+        ({"vocab_size": 40, "d_model": 0}, r"invalid model_config: model\.d_model \(0\)"),
+        ({"vocab_size": 40, "attention_kernel": "bogus"}, "invalid model_config: model.attention"),
         (None, "'model_config' must be a mapping, not NoneType"),
     ],
 )

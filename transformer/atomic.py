@@ -62,9 +62,8 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> Path:
         >>> atomic_write("out.txt", lambda file: file.write(b"hello\\n"))  # doctest: +SKIP
     """
     path = Path(path)
-    stream = _stream_name(path)
-    if stream is not None or (path.exists() and not path.is_file()):
-        _write_in_place(path, stream, write)  # a stream or device: nothing to replace
+    if writes_in_place(path):
+        _write_in_place(path, _stream_name(path), write)  # a stream or device: nothing to replace
         return path
     path = _final_path(path)
     tmp = _temporary_name(path)
@@ -177,6 +176,13 @@ def _temporary_name(path: Path) -> Path:
 
 
 _STANDARD_STREAMS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def writes_in_place(path: str | Path) -> bool:
+    """Whether `atomic_write` writes `path` in place: a stream or device (/dev/stdout,
+    /dev/null, a FIFO, a link to one), which has no file to replace, rather than a file."""
+    path = Path(path)
+    return _stream_name(path) is not None or (path.exists() and not path.is_file())
 
 
 def _stream_name(path: Path) -> str | None:

@@ -207,3 +207,22 @@ def test_every_command_taking_a_checkpoint_takes_a_run_directory(
     assert main(argv) == 1
     (error,) = capsys.readouterr().err.splitlines()
     assert error.startswith(f"{prog}: error: --checkpoint {run_dir} is a directory without ")
+
+
+def test_a_stream_or_device_is_written_in_place_whoever_owns_its_directory(tmp_path, monkeypatch):
+    """/dev/null, /dev/stdout and a FIFO are written in place (`transformer.atomic`), so the
+    directory they are in need not be writable; the check refused them for every user but
+    root (#17, bad-input pass). The permission is simulated as above."""
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    fifo = locked / "pipe"
+    os.mkfifo(fifo)
+    denied = {Path("/dev"), Path("/dev/pts"), Path("/proc/self/fd"), locked}
+    real_access = os.access
+    monkeypatch.setattr(
+        os, "access", lambda path, mode: Path(path) not in denied and real_access(path, mode)
+    )
+    for stream in ("/dev/null", "/dev/stdout", fifo):
+        assert check_output_path(stream, [], "--output") == Path(stream)
+    with pytest.raises(ValueError, match="cannot write in .*locked"):
+        check_output_path(locked / "file.txt", [], "--output")

@@ -118,7 +118,14 @@ def test_sampling_is_reproducible_whatever_the_chunks_and_matches_python(
             "nbest (3) must be between 1 and num_samples (2)",
         ),
         (["--buffer-size", "0"], "--buffer-size (0) must be at least 1"),
-        (["--prefix-separator", ""], "--prefix-separator must not be empty"),
+        # "" and "  " split every line (bad-input pass); a line break is never in a line.
+        *(
+            (
+                ["--prefix-separator", bad],
+                f"--prefix-separator {bad!r} needs more than spaces, and no line break",
+            )
+            for bad in ("", "  ", "\n", " |\r")
+        ),
         (["--alignment-layer", "0"], "--alignment-layer needs --print-alignment"),
     ],
 )

@@ -65,5 +65,35 @@ def test_a_target_size_with_shared_embeddings_says_whether_vocab_size_is_the_def
 
 
 def test_special_ids_must_fit_the_smaller_vocabulary():
-    with pytest.raises(ValueError, match=r"eos_id \(3\) must be in \[0, 3\)"):
+    with pytest.raises(ValueError, match=r"eos_id \(3\) must be below model\.tgt_vocab_size \(3\)"):
         ModelConfig(vocab_size=100, tgt_vocab_size=3, share_embeddings=False)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(pad_id=0.0), r"^model\.pad_id \(0\.0\) must be an integer$"),
+        (dict(bos_id="2"), r"^model\.bos_id \('2'\) must be an integer$"),
+        (dict(tgt_vocab_size=100.5), r"^model\.tgt_vocab_size \(100\.5\) must be an integer$"),
+        (dict(tgt_vocab_size=True), r"^model\.tgt_vocab_size \(True\) must be an integer$"),
+        (dict(norm_first="no"), r"^model\.norm_first \('no'\) must be true or false$"),
+        (dict(share_embeddings="false"), r"^model\.share_embeddings \('false'\) must be true or"),
+        (dict(layer_norm_eps="abc"), r"^model\.layer_norm_eps \('abc'\) must be a finite number"),
+    ],
+)
+def test_a_stored_config_of_the_wrong_type_is_named(kwargs, message):
+    """A checkpoint's stored config is not read through the YAML loader: pad_id 0.0 gave an
+    IndexError traceback in the embedding, "false" read as true, "abc" as "must be real number,
+    not str" (#17, bad-input pass)."""
+    with pytest.raises(ValueError, match=message):
+        ModelConfig(**kwargs)
+
+
+def test_a_special_id_out_of_range_names_the_bound():
+    """ "pad_id (-1) must be in [0, 37000)" named the class default, not the config's size."""
+    with pytest.raises(ValueError, match=r"^model\.pad_id \(-1\) must be at least 0$"):
+        ModelConfig(vocab_size=100, pad_id=-1)
+    separate = dict(vocab_size=200, tgt_vocab_size=100, share_embeddings=False)
+    with pytest.raises(ValueError, match=r"^model\.eos_id \(150\) must be below model\.tgt_voc"):
+        ModelConfig(**separate, eos_id=150)
+    assert ModelConfig(**separate, eos_id=99).eos_id == 99

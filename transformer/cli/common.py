@@ -18,9 +18,8 @@ Exit status of every command (`run`, which every `main` calls):
   checkpoint (or a `--checkpoint` directory without one), a failed download, a
   non-finite training loss, data problems found while preparing. Printed as one line
   `PROG: error: ...` (a `ValueError`, `OSError` or `FloatingPointError` of the command);
-- 1 when stdout cannot be written (`> /dev/full`): one line `PROG: error: stdout: ...`;
-- 1 also when memory runs out (`--beam-size 100000`, a model too large for the machine): one
-  line `PROG: error: out of memory: ...`;
+- 1 when stdout cannot be written (`> /dev/full`: `PROG: error: stdout: ...`) or memory runs
+  out (`--beam-size 100000`, a model too large: `PROG: error: out of memory: ...`);
 - 141 without a word when the reader of stdout goes away (`| head -1`), as for a tool that
   SIGPIPE stops;
 - 130 after Ctrl-C, 143 after SIGTERM: one line `PROG: interrupted`, no traceback (files being
@@ -39,6 +38,7 @@ from pathlib import Path
 
 import torch
 
+from transformer.atomic import writes_in_place
 from transformer.data.corpus import decode_lines
 from transformer.device import resolve_device
 from transformer.train.distributed import launched_rank
@@ -209,10 +209,9 @@ def check_output_path(
 ) -> Path:
     """Refuse an output file that would overwrite an input or cannot be written as a file.
 
-    Called before any work, so that a bad path fails in seconds and never after a long
-    translation, and so that no input (source, reference, hypotheses, checkpoint) is lost.
-    The file's directory must exist: a typo in it is an error, never a silent `mkdir -p`;
-    only an option that names a directory (`--output-dir`) creates it.
+    Called before any work, so that a bad path fails in seconds, never after a long job, and
+    no input is lost. The file's directory must exist: a typo in it is an error, never a
+    silent `mkdir -p`; only an option that names a directory (`--output-dir`) creates it.
 
     Args:
         path: The output file; returned as a Path.
@@ -247,10 +246,11 @@ def check_output_path(
                 f"{flag} {out} is a symbolic link to {target}, whose directory "
                 f"{target.parent} does not exist"
             )
-    written = Path(os.path.realpath(out)) if out.is_symlink() else out  # a link: its target
-    home = next(d for d in written.parents if d.is_dir())  # gets the file (or its directory)
-    if not os.access(home, os.W_OK | os.X_OK):
-        raise ValueError(f"{flag} {out}: cannot write in {home} (permission denied)")
+    if not writes_in_place(out):  # a file replaced by a new one: its directory must allow it
+        written = Path(os.path.realpath(out)) if out.is_symlink() else out  # a link: its target
+        home = next(d for d in written.parents if d.is_dir())  # gets the file or its directory
+        if not os.access(home, os.W_OK | os.X_OK):
+            raise ValueError(f"{flag} {out}: cannot write in {home} (permission denied)")
     for given in inputs:
         if given is not None and out.exists() and Path(given).exists():
             if os.path.samefile(out, given):  # also catches symbolic and hard links

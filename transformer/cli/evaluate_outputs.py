@@ -46,23 +46,30 @@ def output_paths(
 
 
 def ensemble_stem(checkpoints: list[Path]) -> str:
-    """The checkpoints' names joined by "+" (`a+b`; one checkpoint: its name), a member outside
-    the first one's directory as `<its directory>_<name>` (`avg+run2_avg`): the default outputs
-    of two different ensembles never overwrite each other. Past `MAX_STEM` characters (a file
-    name may have 255 bytes): `<first>+<N>more-<8 hex digits of their paths' SHA-1>`."""
+    """The default file stem of a checkpoint (its name) or of an ensemble.
+
+    An ensemble of checkpoints in one directory is named after all of them, joined by "+"
+    (`a+b`): readable, and two ensembles that share the first member do not overwrite each
+    other's files. Where names alone could collide (a member in another directory, a name with
+    "+" in it) or the stem would pass `MAX_STEM` bytes: `<first>+<N>more-<8 hex digits>`, the
+    digits of the SHA-1 of the members' full paths in order.
+    """
     first = checkpoints[0]
-    names = [first.stem]
-    for member in checkpoints[1:]:
-        same_directory = member.parent.resolve() == first.parent.resolve()
-        names.append(
-            member.stem if same_directory else f"{member.parent.resolve().name}_{member.stem}"
-        )
+    if len(checkpoints) == 1:
+        return first.stem
+    names = [member.stem for member in checkpoints]
     stem = "+".join(names)
-    if len(stem.encode()) > MAX_STEM:
-        paths = "\n".join(str(member.resolve()) for member in checkpoints)
-        digest = hashlib.sha1(paths.encode(), usedforsecurity=False).hexdigest()[:8]
-        stem = f"{first.stem[: MAX_STEM // 2]}+{len(checkpoints) - 1}more-{digest}"
-    return stem
+    home = first.parent.resolve()
+    if (
+        all(member.parent.resolve() == home for member in checkpoints)
+        and not any("+" in name for name in names)
+        and len(stem.encode()) <= MAX_STEM
+    ):
+        return stem
+    paths = "\n".join(str(member.resolve()) for member in checkpoints)
+    digest = hashlib.sha1(paths.encode(), usedforsecurity=False).hexdigest()[:8]
+    start = first.stem.encode()[: MAX_STEM // 2].decode(errors="ignore")  # whole characters
+    return f"{start}+{len(checkpoints) - 1}more-{digest}"
 
 
 def check_outputs(args: argparse.Namespace, outputs: list, inputs: list) -> None:
@@ -76,5 +83,8 @@ def check_outputs(args: argparse.Namespace, outputs: list, inputs: list) -> None
     for path, flag in outputs:
         if path is not None:
             in_output_dir = args.output_dir is not None and named[flag] is None
-            option = "--output-dir" if in_output_dir else flag  # the option the user gave
+            # The option the user gave, if any: a default file is next to the checkpoint.
+            option = "--output-dir" if in_output_dir else flag
+            if not in_output_dir and named[flag] is None:
+                option = "the default output"
             check_output_path(path, inputs, option, creates_directory=in_output_dir)

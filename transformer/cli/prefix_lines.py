@@ -1,9 +1,11 @@
 """`transformer-translate --prefix-separator SEP`: input lines `source SEP prefix`.
 
-A line without the separator has no prefix (its whole text is the source). A line where the
-separator occurs twice, or where only a near miss of it occurs (its text without the
-surrounding spaces: `a|||b` for `' ||| '`), is an error naming the line: it would otherwise
-translate the prefix as part of the source, silently.
+A line without the separator has no prefix (its whole text is the source). An error names
+the line where the separator occurs twice, where a prefix follows an empty source (there is
+nothing to translate), or where only a near miss of the separator occurs: its text without the
+surrounding spaces (`a|||b` for `' ||| '`), when that text is two or more symbols that ordinary
+text does not hold (`|||`, `##`; not `-` or `/`). Each would otherwise lose the prefix, or
+translate it as part of the source, silently.
 """
 
 from __future__ import annotations
@@ -24,11 +26,12 @@ def split_prefix_lines(
         (sources, prefixes): a prefix is "" for a line without the separator.
 
     Raises:
-        ValueError: "NAME, line N: ..." for a line with the separator twice or more, or with
-            the separator's stripped text but not the separator itself.
+        ValueError: "NAME, line N: ..." for a line with the separator twice or more, a prefix
+            after an empty source, or the near miss of the module docstring.
     """
     sources, prefixes = [], []
     core = separator.strip()
+    near_miss = core != separator and len(core) > 1 and not any(c.isalnum() for c in core)
     for i, line in enumerate(lines):
         parts = line.split(separator)
         where = f"{name}, line {first + i + 1}: --prefix-separator {separator!r}"
@@ -36,10 +39,12 @@ def split_prefix_lines(
             raise ValueError(
                 f"{where} occurs {len(parts) - 1} times; give one source and one prefix"
             )
-        if len(parts) == 1 and core and core != separator and core in line:
+        if len(parts) == 1 and near_miss and core in line:
             raise ValueError(
                 f"{where} does not occur, but {core!r} does: write the separator with its spaces"
             )
+        if len(parts) == 2 and not parts[0].strip() and parts[1].strip():
+            raise ValueError(f"{where} has a prefix but no source before it")
         sources.append(parts[0])
         prefixes.append(parts[1] if len(parts) == 2 else "")
     return sources, prefixes

@@ -249,8 +249,11 @@ def _check_options(args, decode: DecodeConfig, model=None) -> None:
         raise UsageError(f"--nbest ({args.nbest}) needs beam search, not --greedy")
     if args.buffer_size < 1:
         raise UsageError(f"--buffer-size ({args.buffer_size}) must be at least 1")
-    if args.prefix_separator == "":
-        raise UsageError("--prefix-separator must not be empty")
+    separator = args.prefix_separator
+    if separator is not None and (not separator.strip(" ") or {"\n", "\r"} & set(separator)):
+        raise UsageError(  # "" or " " splits every line; a line break is never in a line
+            f"--prefix-separator {separator!r} needs more than spaces, and no line break"
+        )
     if args.alignment_layer is not None and not args.print_alignment:
         raise UsageError("--alignment-layer needs --print-alignment")
     size_given = args.num_samples if decode.sampling else args.beam_size

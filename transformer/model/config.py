@@ -75,13 +75,24 @@ class ModelConfig:
     eos_id: int = 3
 
     def __post_init__(self) -> None:
+        # Types first: a checkpoint's stored config reaches here unchecked by the YAML loader.
         sizes = ("vocab_size", "d_model", "d_ff", "n_heads", "max_positions")
-        for name in (*sizes, "n_encoder_layers", "n_decoder_layers"):
+        layers = ("n_encoder_layers", "n_decoder_layers")
+        ids = ("pad_id", "unk_id", "bos_id", "eos_id")
+        optional = ("tgt_vocab_size",) if self.tgt_vocab_size is not None else ()
+        for name in (*sizes, *layers, *ids, *optional):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Integral):
                 raise ValueError(f"model.{name} ({value!r}) must be an integer")
-            if value < 1:
-                raise ValueError(f"model.{name} ({value}) must be at least 1")
+        for name in ("norm_first", "share_embeddings"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"model.{name} ({getattr(self, name)!r}) must be true or false")
+        eps = self.layer_norm_eps
+        if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
+            raise ValueError(f"model.layer_norm_eps ({eps!r}) must be a finite number > 0")
+        for name in (*sizes, *layers):
+            if getattr(self, name) < 1:
+                raise ValueError(f"model.{name} ({getattr(self, name)}) must be at least 1")
         if self.d_model % self.n_heads != 0:
             raise ValueError(
                 f"model.d_model ({self.d_model}) must be divisible by "
@@ -121,10 +132,15 @@ class ModelConfig:
                 "the special token ids (model.pad_id, unk_id, bos_id, eos_id) must be distinct, "
                 f"got {ids}"
             )
+        bound = "vocab_size" if self.vocab_size <= self.target_vocab_size else "tgt_vocab_size"
         smallest_vocab = min(self.vocab_size, self.target_vocab_size)
         for name, value in ids.items():
-            if not 0 <= value < smallest_vocab:
-                raise ValueError(f"model.{name} ({value}) must be in [0, {smallest_vocab})")
+            if value < 0:
+                raise ValueError(f"model.{name} ({value}) must be at least 0")
+            if value >= smallest_vocab:
+                raise ValueError(
+                    f"model.{name} ({value}) must be below model.{bound} ({smallest_vocab})"
+                )
 
     @property
     def target_vocab_size(self) -> int:
