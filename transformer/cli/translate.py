@@ -17,7 +17,7 @@ checkpoints decode as an ensemble (their mean probability, `transformer.decode.e
 `--sampling` draws translations at random (`transformer.decode.sampling`); with
 `--prefix-separator SEP` an input line `source SEP prefix` gives a translation that starts
 with the prefix (`transformer.cli.prefix_lines`: a line without it has none; the separator
-twice, or without its spaces, is an error); `--print-alignment` appends
+twice is an error, the separator without its spaces a warning); `--print-alignment` appends
 ` ||| ` and the word alignment `0-0 1-2 ...` (Pharaoh, source-target, 0-based;
 `transformer.decode.alignment`) to each output line.
 With `--nbest N` (N > 1) every input line gives exactly N lines `index ||| translation ||| score`
@@ -198,7 +198,7 @@ def _chunk_translator(args, translator, decode: DecodeConfig, bar) -> Callable:
         prefix = None
         if args.prefix_separator is not None:
             name = "<stdin>" if args.input in (None, "-") else args.input
-            lines, prefix = split_prefix_lines(lines, args.prefix_separator, name, first)
+            lines, prefix = split_prefix_lines(lines, args.prefix_separator, name, first, PROG)
         warn_capped_lines(PROG, translator, lines, settings, first + 1)
         try:
             found = translator.generate(
