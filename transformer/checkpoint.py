@@ -189,9 +189,9 @@ def unwrap_model(model: torch.nn.Module) -> torch.nn.Module:
             return model
 
 
-def _model_config(stored: dict, path) -> ModelConfig:
+def stored_model_config(stored: dict, path) -> ModelConfig:
     """The checkpoint's `model_config` mapping (`check_entry_types`) as a ModelConfig, or a
-    ValueError naming the file."""
+    ValueError naming the file (what loading and `transformer-average` accept)."""
     stored = {k: v for k, v in stored.items() if k not in RETIRED_KEYS["model"]}
     known = {f.name for f in dataclasses.fields(ModelConfig)}
     unknown = sorted(set(stored) - known)
@@ -275,7 +275,7 @@ def load_checkpoint(
     """
     device = resolve_device(device, what="device")
     state = read_checkpoint(path)
-    model_config = _model_config(state["model_config"], path)
+    model_config = stored_model_config(state["model_config"], path)
     model = Transformer(model_config)
     weights = strip_wrapper_prefixes(state["model"])
     check_tied_weights(weights, model, path)

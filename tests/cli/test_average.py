@@ -107,7 +107,10 @@ def test_names_of_one_file_are_averaged_once_and_said_so(tmp_path, write_filled_
     assert main(argv) == 0
     assert torch.all(load_checkpoint(output)[0].src_embed.weight == 2.0)
     captured = capsys.readouterr()
-    assert f"{last} is the same file as {newest}: averaged once" in captured.err
+    assert (
+        f"transformer-average: warning: {last} is the same file as {newest}: averaged once"
+        in captured.err
+    )
     assert f"{first} is the same file as {first}: averaged once" in captured.err
     assert "averaged 2 checkpoints" in captured.out
 

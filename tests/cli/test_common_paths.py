@@ -68,6 +68,9 @@ def test_two_outputs_naming_one_file_are_refused(tmp_path):
         with pytest.raises(UsageError, match=r"^--output and --json name the same file"):
             check_distinct_outputs(outputs)
     check_distinct_outputs([(tmp_path / "a.json", "--output"), (tmp_path / "b", "--json")])
+    # A device is written in place, and each writer's text goes to it: both may name /dev/null
+    # (`--hyp-out /dev/null --json /dev/null` was refused; new-user pass).
+    check_distinct_outputs([(Path("/dev/null"), "--hyp-out"), (Path("/dev/null"), "--json")])
 
 
 def test_an_output_file_needs_an_existing_directory(tmp_path):

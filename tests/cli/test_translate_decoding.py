@@ -122,7 +122,8 @@ def test_sampling_is_reproducible_whatever_the_chunks_and_matches_python(
         *(
             (
                 ["--prefix-separator", bad],
-                f"--prefix-separator {bad!r} needs more than spaces, and no line break",
+                f"--prefix-separator {bad!r}: give text that is not only spaces, without a "
+                "line break",
             )
             for bad in ("", "  ", "\n", " |\r")
         ),

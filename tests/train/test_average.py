@@ -103,6 +103,20 @@ def test_dropouts_act_only_in_training_so_their_checkpoints_average(
     assert averaged["model_config"]["src_word_dropout"] == 0.1  # the newest input's config
 
 
+@pytest.mark.parametrize("index", [0, 1])
+def test_an_input_whose_config_loading_refuses_is_refused(tmp_path, write_filled_checkpoint, index):
+    """A dropout of 'x' in the newest input's stored config was averaged into a checkpoint
+    that no command could load (#17, new-user pass); the fields compared across inputs leave
+    the dropouts out, so each input's config is checked as loading checks it."""
+    paths = [write_filled_checkpoint(tmp_path / f"{n}.pt", 1.0, n + 1) for n in range(2)]
+    state = read_checkpoint(paths[index])
+    state["model_config"]["dropout"] = "x"
+    save_checkpoint(state, paths[index])
+    message = rf"^{paths[index]}: invalid model_config: model\.dropout \('x'\) must be a number"
+    with pytest.raises(ValueError, match=message):
+        average_checkpoints(paths)
+
+
 def test_kernel_choices_and_keys_from_older_versions_still_average(
     tmp_path, write_filled_checkpoint
 ):

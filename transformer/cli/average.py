@@ -23,11 +23,13 @@ from transformer.cli.common import UsageError, check_output_path, run
 from transformer.cli.values import file_name, integer
 from transformer.train.average import average_checkpoints, distinct_files, last_checkpoints
 
+PROG = "transformer-average"
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     parser = argparse.ArgumentParser(
-        prog="transformer-average",
+        prog=PROG,
         description="Average the weights of checkpoints (Vaswani et al., 2017, section 6.1).",
     )
     source = parser.add_mutually_exclusive_group(required=True)
@@ -77,7 +79,9 @@ def _average(args: argparse.Namespace) -> None:
     except FileNotFoundError as error:
         raise ValueError(f"checkpoint not found: {error.filename}") from None
     for repeat, kept in repeats:
-        print(f"{repeat} is the same file as {kept}: averaged once", file=sys.stderr)
+        print(
+            f"{PROG}: warning: {repeat} is the same file as {kept}: averaged once", file=sys.stderr
+        )
     check_output_path(output, list(paths), "--output")
     written = {output.name, Path(os.path.realpath(output)).name}  # also through a link
     if any(re.fullmatch(r"checkpoint_(last|\d+)\.pt", name) for name in written):

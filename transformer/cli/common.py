@@ -271,7 +271,7 @@ def check_distinct_outputs(outputs: list[tuple[Path | None, str]]) -> None:
             same = os.path.realpath(first) == os.path.realpath(second) or (
                 first.exists() and second.exists() and os.path.samefile(first, second)
             )
-            if same:
+            if same and not writes_in_place(first):  # /dev/null may take both
                 raise UsageError(f"{first_flag} and {second_flag} name the same file ({first})")
 
 

@@ -252,7 +252,8 @@ def _check_options(args, decode: DecodeConfig, model=None) -> None:
     separator = args.prefix_separator
     if separator is not None and (not separator.strip(" ") or {"\n", "\r"} & set(separator)):
         raise UsageError(  # "" or " " splits every line; a line break is never in a line
-            f"--prefix-separator {separator!r} needs more than spaces, and no line break"
+            f"--prefix-separator {separator!r}: give text that is not only spaces, without a "
+            "line break"
         )
     if args.alignment_layer is not None and not args.print_alignment:
         raise UsageError("--alignment-layer needs --print-alignment")

@@ -20,7 +20,12 @@ from pathlib import Path
 
 import torch
 
-from transformer.checkpoint import check_tied_weights, read_checkpoint, strip_wrapper_prefixes
+from transformer.checkpoint import (
+    check_tied_weights,
+    read_checkpoint,
+    stored_model_config,
+    strip_wrapper_prefixes,
+)
 from transformer.config import RETIRED_KEYS
 from transformer.model.config import ModelConfig
 from transformer.model.transformer import Transformer
@@ -71,6 +76,7 @@ def average_checkpoints(paths: list[str | Path]) -> dict:
     newest: dict = {}
     for index, path in enumerate(paths):
         checkpoint = read_checkpoint(path)
+        stored_model_config(checkpoint["model_config"], path)  # what loading would refuse
         weights = strip_wrapper_prefixes(checkpoint["model"])
         if index == 0:
             structure = _structure(checkpoint["model_config"], path)
