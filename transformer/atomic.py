@@ -179,8 +179,15 @@ _STANDARD_STREAMS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
 
 
 def writes_in_place(path: str | Path) -> bool:
-    """Whether `atomic_write` writes `path` in place: a stream or device (/dev/stdout,
-    /dev/null, a FIFO, a link to one), which has no file to replace, rather than a file."""
+    """Whether `atomic_write` writes `path` in place.
+
+    Args:
+        path: An output path, existing or not.
+
+    Returns:
+        True for a stream or device (/dev/stdout, /dev/null, anything under /dev/ or /proc/, a
+        FIFO, a link to one), which has no file to replace; False for a file (new or not).
+    """
     path = Path(path)
     return _stream_name(path) is not None or (path.exists() and not path.is_file())
 

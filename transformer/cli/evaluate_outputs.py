@@ -25,9 +25,16 @@ def output_paths(
 ) -> tuple[Path | None, Path | None]:
     """Where the hypotheses and the JSON go (None: not written, or not known yet).
 
-    The default hypothesis file, `<dir>/<checkpoint>.<test>.hyp.<target_lang>` (an ensemble:
-    `ensemble_stem`), needs the checkpoint's target language: None before the checkpoint is
-    loaded.
+    Args:
+        args: transformer-evaluate's options (`hyp`, `output_dir`, `hyp_out`, `json`).
+        checkpoints: The checkpoint files (several: an ensemble); unused with `--hyp`.
+        test_name: The test set's part of the default names (`newstest2014`).
+        target_lang: The checkpoint's `data.target_lang`, the default hypothesis file's
+            suffix: None before the checkpoint is loaded (that file is not known yet).
+
+    Returns:
+        (hypothesis file, JSON file): `<dir>/<stem>.<test>.hyp.<target_lang>` and
+        `<dir>/<stem>.<test>.json` (`ensemble_stem`) unless `--hyp-out` / `--json` name them.
     """
     if args.hyp:
         directory = Path(args.output_dir) if args.output_dir else None
@@ -46,7 +53,8 @@ def output_paths(
 
 
 def ensemble_stem(checkpoints: list[Path]) -> str:
-    """The default file stem of a checkpoint (its name) or of an ensemble.
+    """The default file stem of a checkpoint (its name) or of an ensemble (one or more paths;
+    returns the stem, at most `MAX_STEM` bytes for an ensemble).
 
     An ensemble of checkpoints in one directory is named after all of them, joined by "+"
     (`a+b`): readable, and two ensembles that share the first member do not overwrite each
@@ -73,8 +81,19 @@ def ensemble_stem(checkpoints: list[Path]) -> str:
 
 
 def check_outputs(args: argparse.Namespace, outputs: list, inputs: list) -> None:
-    """`check_distinct_outputs` and `check_output_path` for (path, option) pairs; a file in
-    `--output-dir` (not named by its own option) may lie in a directory still to be made."""
+    """Check the outputs before any work: `check_distinct_outputs`, then `check_output_path`.
+
+    Args:
+        args: transformer-evaluate's options; a file in `--output-dir` (not named by its own
+            option) may lie in a directory still to be made, and its messages name the option
+            the user gave (`--output-dir`, or "the default output" next to the checkpoint).
+        outputs: (path or None, option) pairs, as `output_paths` gives them.
+        inputs: The command's input files (none may be overwritten).
+
+    Raises:
+        UsageError: two outputs naming one file. ValueError: `--output-dir` is a file, or an
+            output `check_output_path` refuses.
+    """
     check_distinct_outputs(outputs)
     if args.output_dir is not None and Path(args.output_dir).exists():
         if not Path(args.output_dir).is_dir():
