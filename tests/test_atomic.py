@@ -55,16 +55,19 @@ def test_a_failure_without_an_old_file_leaves_nothing(tmp_path):
     assert listing(tmp_path) == []
 
 
-def test_a_failing_rename_keeps_the_old_file(tmp_path, monkeypatch):
+def test_a_failing_rename_keeps_the_old_file_and_names_it(tmp_path, monkeypatch):
+    """The error named the hidden temporary file (`/tmp/.out.txt.123.ab.tmp: Operation not
+    permitted`, another user's file in a sticky /tmp; bad-input pass): it names the file."""
     path = tmp_path / "out.txt"
     path.write_text("old\n")
 
-    def refuse(src, dst):
-        raise PermissionError(13, "Permission denied", str(dst))
+    def refuse(src, dst):  # as rename(2) fails: the error carries both names
+        raise PermissionError(1, "Operation not permitted", str(src), None, str(dst))
 
     monkeypatch.setattr(os, "replace", refuse)
-    with pytest.raises(PermissionError):
+    with pytest.raises(PermissionError) as error:
         atomic_write_text(path, "new\n")
+    assert (error.value.filename, error.value.strerror) == (str(path), "Operation not permitted")
     assert path.read_text() == "old\n"
     assert listing(tmp_path) == ["out.txt"]
 

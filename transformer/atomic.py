@@ -75,7 +75,10 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> Path:
             write(file)
             file.flush()
             os.fsync(file.fileno())
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except OSError as error:  # named after the file asked for, not the hidden temporary
+            raise type(error)(error.errno, error.strerror, str(path)) from error
     except BaseException:  # KeyboardInterrupt too: never leave the temporary file behind
         tmp.unlink(missing_ok=True)
         raise
