@@ -102,8 +102,8 @@ def check_outputs(args: argparse.Namespace, outputs: list, inputs: list) -> None
     for path, flag in outputs:
         if path is not None:
             in_output_dir = args.output_dir is not None and named[flag] is None
-            # The option the user gave, if any: a default file is next to the checkpoint.
-            option = "--output-dir" if in_output_dir else flag
-            if not in_output_dir and named[flag] is None:
-                option = "the default output"
+            if named[flag] is not None:  # the messages name the option the user gave
+                option = flag
+            else:  # a default file: in --output-dir, or next to the checkpoint
+                option = "--output-dir" if in_output_dir else "the default output"
             check_output_path(path, inputs, option, creates_directory=in_output_dir)

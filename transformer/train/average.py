@@ -76,10 +76,11 @@ def average_checkpoints(paths: list[str | Path]) -> dict:
     newest: dict = {}
     for index, path in enumerate(paths):
         checkpoint = read_checkpoint(path)
-        stored_model_config(checkpoint["model_config"], path)  # what loading would refuse
+        config = stored_model_config(checkpoint["model_config"], path)  # as loading checks it
         weights = strip_wrapper_prefixes(checkpoint["model"])
         if index == 0:
-            structure = _structure(checkpoint["model_config"], path)
+            with torch.device("meta"):  # no memory, no initialisation: it tells
+                structure = Transformer(config)  # `check_tied_weights` the tied keys
             reference, aliases = weights, _alias_groups(weights)
             first_path, first = path, checkpoint
         else:
@@ -138,17 +139,6 @@ def _architecture(model_config) -> dict | None:
     defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
     merged = {**defaults, **model_config}
     return {k: v for k, v in merged.items() if k not in (*KERNEL_FIELDS, *TRAINING_FIELDS)}
-
-
-def _structure(model_config, path) -> Transformer:
-    """The checkpoints' model on the meta device (no memory, no initialisation): it tells
-    `check_tied_weights` which keys name one tied matrix."""
-    try:
-        config = ModelConfig(**_architecture(model_config))
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"{path}: invalid model_config: {error}") from error
-    with torch.device("meta"):
-        return Transformer(config)
 
 
 def _check_same_run(first: dict, checkpoint: dict, first_path, path) -> None:
